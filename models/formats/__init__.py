@@ -6,6 +6,11 @@ and scale codes, with ``.dequantize()``), plus :func:`pack` / :func:`unpack` to 
 ``docs/formats.md`` for each format's semantics, rounding default and corner-case rules.
 """
 
+from . import _block, _elem, _hbq, _pack, _scale
+from ._block import *  # noqa: F403
+from ._elem import *  # noqa: F403  (element formats; curated by _elem.__all__)
+from ._hbq import *  # noqa: F403
+from ._pack import *  # noqa: F403
 from ._quantized import (
     ROUNDING_MODES,
     FormatSpec,
@@ -17,12 +22,7 @@ from ._quantized import (
     resolve,
     unblock,
 )
-from ._elem import *  # noqa: F403  (element formats; curated by _elem.__all__)
 from ._scale import *  # noqa: F403
-from ._block import *  # noqa: F403
-from ._hbq import *  # noqa: F403
-from ._pack import *  # noqa: F403
-from . import _elem, _scale, _block, _hbq, _pack
 
 __all__ = [
     "ROUNDING_MODES",

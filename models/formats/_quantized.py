@@ -153,8 +153,9 @@ def resolve(fmt: str | FormatSpec, **options: Any) -> FormatSpec:
     return _REGISTRY[key](**options)
 
 
-def block_axis(x: npt.NDArray[np.floating], axis: int, block: int, *, pad: bool = True
-               ) -> npt.NDArray[np.float64]:
+def block_axis(
+    x: npt.NDArray[np.floating], axis: int, block: int, *, pad: bool = True
+) -> npt.NDArray[np.float64]:
     """Move ``axis`` last, zero-pad it to a multiple of ``block`` and split it into blocks.
 
     Args:
@@ -173,7 +174,8 @@ def block_axis(x: npt.NDArray[np.floating], axis: int, block: int, *, pad: bool 
         if not pad:
             raise ValueError(
                 f"axis length {n} is not a multiple of the block size {block} (pass pad=True "
-                "to zero-pad the tail, as microxcaling does)")
+                "to zero-pad the tail, as microxcaling does)"
+            )
         xm = np.concatenate([xm, np.zeros(xm.shape[:-1] + (rem,), dtype=np.float64)], axis=-1)
     return xm.reshape(xm.shape[:-1] + (xm.shape[-1] // block, block))
 
@@ -200,7 +202,8 @@ def check_input(x: Any, *, axis: int, nonfinite: str) -> tuple[npt.NDArray[np.fl
     a = np.asarray(x)
     if a.dtype.kind != "f":
         raise TypeError(
-            f"quantize expects a floating-point array (float16/float32/float64), got dtype {a.dtype}")
+            f"quantize expects a floating-point array (float16/float32/float64), got dtype {a.dtype}"
+        )
     if a.ndim == 0:
         raise ValueError("quantize expects an array with at least one dimension, got a 0-d array")
     if a.size == 0:
@@ -209,14 +212,16 @@ def check_input(x: Any, *, axis: int, nonfinite: str) -> tuple[npt.NDArray[np.fl
         raise ValueError(f"axis {axis} is out of range for an array of {a.ndim} dimensions")
     if nonfinite not in ("raise", "saturate", "propagate"):
         raise ValueError(
-            f"nonfinite={nonfinite!r}; valid choices: 'saturate' (default), 'raise', 'propagate'")
+            f"nonfinite={nonfinite!r}; valid choices: 'saturate' (default), 'raise', 'propagate'"
+        )
     if nonfinite != "propagate":
         nan = np.isnan(a)
         if nan.any():
             idx = tuple(int(i) for i in np.argwhere(nan)[0])
             raise ValueError(
                 f"input holds {int(nan.sum())} NaN value(s), first at index {idx}; pass "
-                "nonfinite='propagate' to apply the format's NaN rule instead")
+                "nonfinite='propagate' to apply the format's NaN rule instead"
+            )
         if nonfinite == "raise":
             inf = np.isinf(a)
             if inf.any():
@@ -263,7 +268,8 @@ def quantize(
     if rounding not in spec.rounding_modes:
         raise ValueError(
             f"rounding={rounding!r} is not offered by format {spec.name!r}; valid choices: "
-            f"{', '.join(spec.rounding_modes)}")
+            f"{', '.join(spec.rounding_modes)}"
+        )
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r}; valid choices: {', '.join(BACKENDS)}")
     xb = block_axis(a, ax, spec.block, pad=pad)

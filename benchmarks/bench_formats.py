@@ -1,0 +1,150 @@
+"""Speed of quantize + dequantize for every registered block format (single thread).
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_formats.py                    # 16M elements, table
+    .venv/bin/python benchmarks/bench_formats.py --elements 4M --json
+    .venv/bin/python benchmarks/bench_formats.py --formats mxfp4,nvfp4 --backend numpy
+
+For each format (HBQ formats once per role, ``role="weight"`` and ``role="activation"``) it times
+``quantize(x, fmt)`` and ``.dequantize()`` of a float32 standard-normal tensor of shape
+``(elements / 4096, 4096)``, blocked along the last axis, after a warm-up call that excludes JIT
+compilation, and reports the best of ``--repeat`` runs in elements per second (wall clock). numba
+runs on one thread (``NUMBA_NUM_THREADS=1`` is set before numba is imported). It then reports how
+the time scales with size (1M, 4M, 16M elements) for ``--scaling-formats``.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["NUMBA_NUM_THREADS"] = "1"  # before numba is imported (through coaccel)
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+from coaccel.models.formats import format_names, quantize  # noqa: E402
+
+TARGETS_ELEMS_PER_S = {"mxfp4": 50e6, "nvfp4": 50e6}
+"""Speed targets (quantize + dequantize, one thread)."""
+
+
+def _count(text: str) -> int:
+    """'16M' -> 16 * 2**20, '4k' -> 4096, '1000' -> 1000."""
+    t = text.strip().upper()
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+    return int(float(t[:-1] if mult > 1 else t) * mult)
+
+
+def _cases(names: list[str]) -> list[tuple[str, dict]]:
+    cases = []
+    for name in names:
+        if name.startswith("hbq"):
+            cases += [(name, {"role": "weight"}), (name, {"role": "activation"})]
+        else:
+            cases.append((name, {}))
+    return cases
+
+
+def _tensor(n: int, rng: np.random.Generator) -> np.ndarray:
+    cols = 4096 if n >= 4096 else n
+    return rng.standard_normal((n // cols, cols), dtype=np.float32)
+
+
+def time_case(x: np.ndarray, name: str, opt: dict, backend: str, repeat: int) -> dict[str, float]:
+    """Best-of-``repeat`` seconds for quantize, dequantize and both, on ``x``.
+
+    ``total_s`` is wall-clock time; ``cpu_s`` is the process CPU time of the same run (on a
+    shared machine the wall clock also counts time spent waiting for a core).
+    """
+    quantize(x[:1, :1024] if x.shape[1] >= 1024 else x[:1], name, backend=backend, **opt)
+    best = {"quantize_s": np.inf, "dequantize_s": np.inf, "total_s": np.inf, "cpu_s": np.inf}
+    for _ in range(repeat):
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        q = quantize(x, name, backend=backend, **opt)
+        t1 = time.perf_counter()
+        q.dequantize()
+        t2 = time.perf_counter()
+        c2 = time.process_time()
+        best["quantize_s"] = min(best["quantize_s"], t1 - t0)
+        best["dequantize_s"] = min(best["dequantize_s"], t2 - t1)
+        best["total_s"] = min(best["total_s"], t2 - t0)
+        best["cpu_s"] = min(best["cpu_s"], c2 - c0)
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="quantize + dequantize speed of each format")
+    ap.add_argument("--elements", default="16M", help="tensor size, e.g. 16M, 4M, 1000000")
+    ap.add_argument("--formats", default="", help="comma-separated subset (default: all)")
+    ap.add_argument("--backend", default="numba", choices=("numba", "numpy"))
+    ap.add_argument("--repeat", type=int, default=3, help="runs per case; the best is kept")
+    ap.add_argument("--scaling-formats", default="mxfp4,nvfp4",
+                    help="formats timed at 1M, 4M and 16M elements ('' to skip)")  # fmt: skip
+    ap.add_argument("--json", action="store_true", help="print one JSON document")
+    args = ap.parse_args(argv)
+
+    names = [f for f in args.formats.split(",") if f] or list(format_names())
+    unknown = sorted(set(names) - set(format_names()))
+    if unknown:
+        ap.error(f"unknown format(s) {', '.join(unknown)}; valid: {', '.join(format_names())}")
+    rng = np.random.default_rng(0)
+    n = _count(args.elements)
+    x = _tensor(n, rng)
+    rows = []
+    for name, opt in _cases(names):
+        t = time_case(x, name, opt, args.backend, args.repeat)
+        rows.append({
+            "format": name, **opt, "elements": int(x.size), "backend": args.backend,
+            **t, "elements_per_s": x.size / t["total_s"],
+            "elements_per_cpu_s": x.size / t["cpu_s"],
+            "target_elements_per_s": TARGETS_ELEMS_PER_S.get(name),
+        })  # fmt: skip
+    scaling = []
+    for name in [f for f in args.scaling_formats.split(",") if f]:
+        for size in (1 << 20, 4 << 20, 16 << 20):
+            xs = _tensor(size, rng)
+            t = time_case(xs, name, {}, args.backend, args.repeat)
+            scaling.append({"format": name, "elements": size, **t,
+                            "elements_per_s": size / t["total_s"],
+                            "elements_per_cpu_s": size / t["cpu_s"]})  # fmt: skip
+    doc = {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "numba_num_threads": os.environ["NUMBA_NUM_THREADS"],
+        "results": rows,
+        "scaling": scaling,
+    }
+    if args.json:
+        json.dump(doc, sys.stdout, indent=1)
+        print()
+        return 0
+    print(f"quantize + dequantize, {x.size} float32 elements, backend={args.backend}, 1 thread")
+    print(f"{'format':<26}{'quant ms':>10}{'dequant ms':>12}{'M elem/s':>10}{'M/cpu-s':>10}"
+          "  target")  # fmt: skip
+    for r in rows:
+        label = r["format"] + (f" ({r['role']})" if "role" in r else "")
+        tgt = r["target_elements_per_s"]
+        mark = "" if tgt is None else ("ok" if r["elements_per_s"] >= tgt else "BELOW") + (
+            f" {tgt / 1e6:.0f}M")  # fmt: skip
+        print(f"{label:<26}{r['quantize_s'] * 1e3:>10.1f}{r['dequantize_s'] * 1e3:>12.1f}"
+              f"{r['elements_per_s'] / 1e6:>10.1f}{r['elements_per_cpu_s'] / 1e6:>10.1f}"
+              f"  {mark}")  # fmt: skip
+    if scaling:
+        print("\nscaling with size")
+        print(f"{'format':<12}{'elements':>10}{'M elem/s':>10}{'M/cpu-s':>10}")
+        for r in scaling:
+            print(f"{r['format']:<12}{r['elements']:>10}{r['elements_per_s'] / 1e6:>10.1f}"
+                  f"{r['elements_per_cpu_s'] / 1e6:>10.1f}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,404 @@
+"""numba kernels for the element encoders and the block-format hot loops.
+
+Every kernel returns exactly what its numpy reference in :mod:`coaccel.models.formats` returns
+(``tests/unit/test_fast_formats.py`` proves it bit for bit on every input class):
+
+* Scale rounding (once per block) repeats :func:`~coaccel.models.formats._elem._round_grid`
+  step by step: a binary search on the float quotient, then the exact fix-up against
+  ``midpoint * divisor``.
+* Element rounding (the hot loop) takes the candidate straight from the float64 exponent and
+  mantissa of the quotient (no search, no table), then decides between it and the next code by
+  the same exact comparison of ``|x|`` with ``midpoint * scale``. The float32 steps of NVFP4 are
+  the same float32 operations.
+
+The public :func:`encode` has the signature, results and errors of
+:func:`coaccel.models.formats.encode`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+
+from ..formats import _elem as el
+
+MODE_CODES = {"rne": 0, "half_away": 1, "half_up": 2, "ceil": 3, "floor": 4}
+"""Integer codes of the rounding modes, as the kernels take them."""
+
+STATUS_NAN = 1
+"""Kernel status bit: a NaN input for a format without a NaN code."""
+STATUS_OVERFLOW = 2
+"""Kernel status bit: a non-saturating overflow for a format without Inf/NaN codes."""
+
+
+@njit(cache=True, inline="always")
+def _round_index(a, s, mids, vals, even, mode, neg):
+    """Index of the grid value that the exact real a/s rounds to: ``_elem._round_grid`` for one
+    value (modes 0..4: rne, half_away, half_up, ceil, floor)."""
+    n = vals.size
+    q = a / s
+    if mode <= 2:
+        # searchsorted(mids, q, side="left"): the first i with mids[i] >= q.
+        lo = 0
+        hi = n - 1
+        while lo < hi:
+            m = (lo + hi) >> 1
+            if mids[m] < q:
+                lo = m + 1
+            else:
+                hi = m
+        k = lo
+        if mode == 0:
+            up_tie = even[min(k + 1, n - 1)]
+            down_tie = even[max(k - 1, 0)]
+        elif mode == 1:
+            up_tie = True
+            down_tie = False
+        else:
+            up_tie = not neg
+            down_tie = neg
+        if k < n - 1:
+            h = mids[k] * s
+            if a > h or (a == h and up_tie):
+                return k + 1
+        if k > 0:
+            low = mids[k - 1] * s
+            if a < low or (a == low and down_tie):
+                return k - 1
+        return k
+    if mode == 3:  # ceil: searchsorted(vals, q, side="left"), capped at n - 1
+        lo = 0
+        hi = n
+        while lo < hi:
+            m = (lo + hi) >> 1
+            if vals[m] < q:
+                lo = m + 1
+            else:
+                hi = m
+        k = min(lo, n - 1)
+        if k < n - 1 and a > vals[k] * s:
+            return k + 1
+        if k > 0 and a <= vals[k - 1] * s:
+            return k - 1
+        return k
+    # floor: searchsorted(vals, q, side="right") - 1, at least 0
+    lo = 0
+    hi = n
+    while lo < hi:
+        m = (lo + hi) >> 1
+        if vals[m] <= q:
+            lo = m + 1
+        else:
+            hi = m
+    k = max(lo - 1, 0)
+    if k > 0 and a < vals[k] * s:
+        return k - 1
+    if k < n - 1 and a >= vals[k + 1] * s:
+        return k + 1
+    return k
+
+
+@njit(cache=True, inline="always")
+def _pow2(e):
+    """2.0**e for a normal-range integer e, built from its bit pattern (no libm call)."""
+    return np.uint64(np.uint64(1023 + e) << np.uint64(52)).view(np.float64)
+
+
+@njit(cache=True, inline="always")
+def _nearest_index(a, s, q, vtop, n, mode, neg, is_int, emin, mbits):
+    """Nearest-rounding magnitude index of the exact real a/s on an element grid.
+
+    ``q`` is a float estimate of a/s (within a few ulps: ``a / s`` or ``a * (1/s)``). The
+    candidate ``k = ((e - emin) << mbits) + floor(q / 2**(e - mbits))`` (e = floor(log2 q), at
+    least emin; integers: ``floor(q)``) is the grid point at or just below q, and the choice
+    between it and the next one is made *exactly*, by comparing ``a`` with the midpoint times
+    ``s`` (a product that is exact in float64, as in the reference). A float error in q can
+    only move it across a representable value, never across a midpoint as well, so the result
+    equals the reference's. ``vtop`` (the virtual value above the maximum) caps q, and the
+    index is capped at ``n - 1`` (that virtual point: "overflow").
+    """
+    q = min(q, vtop)
+    if is_int:
+        f = np.int64(q)
+        ms = (f + 0.5) * s
+        klo = f
+    else:
+        e = max(np.int64((np.float64(q).view(np.uint64) >> 52) & 0x7FF) - 1023, emin)
+        f = np.int64(q * _pow2(mbits - e))  # q >= 0: truncation is floor
+        ms = (f + 0.5) * _pow2(e - mbits) * s
+        klo = ((e - emin) << mbits) + f
+    if mode == 0:
+        tie = (klo & 1) == 1  # RNE: go up to the even code
+    elif mode == 1:
+        tie = True
+    else:
+        tie = not neg
+    up = (a > ms) | ((a == ms) & tie)
+    return min(klo + np.int64(up), n - 1)
+
+
+@njit(cache=True, inline="always")
+def _signed_code(k, neg, is_int, bits):
+    """Code of magnitude index k (already within range) with the sign ``neg`` (branch-free:
+    signs of real data are random, and a mispredicted branch costs more than the arithmetic)."""
+    n = np.int64(neg)
+    if is_int:
+        return (k - 2 * k * n) & ((1 << bits) - 1)
+    return k | ((n & np.int64(k != 0)) << (bits - 1))
+
+
+@njit(cache=True)
+def encode_kernel(x, s, vtop, n, mode, is_int, bits, kpos, kneg, emin, mbits, saturate,
+                  ovf_code, nan_pos, nan_neg):  # fmt: skip
+    """Element codes of x/s (flat float64 arrays; ``s`` has size 1 or ``x.size``).
+
+    Returns:
+        (uint8 codes, status bits :data:`STATUS_NAN` | :data:`STATUS_OVERFLOW`).
+    """
+    size = x.size
+    out = np.zeros(size, dtype=np.uint8)
+    status = 0
+    scalar = s.size == 1
+    sign_bit = 1 << (bits - 1)
+    for i in range(size):
+        xi = x[i]
+        si = s[0] if scalar else s[i]
+        neg = math.copysign(1.0, xi) < 0.0
+        if math.isnan(xi):
+            if nan_pos < 0:
+                status |= STATUS_NAN
+            else:
+                out[i] = nan_neg if neg else nan_pos
+            continue
+        a = abs(xi)
+        kmax = kneg if neg else kpos
+        if math.isinf(a):
+            k = kmax + 1
+        else:
+            k = _nearest_index(a, si, a / si, vtop, n, mode, neg, is_int, emin, mbits)
+        if k > kmax:
+            if not saturate:
+                if ovf_code < 0:
+                    status |= STATUS_OVERFLOW
+                else:
+                    out[i] = (ovf_code | sign_bit) if neg else ovf_code
+                    continue
+            k = kmax
+        out[i] = _signed_code(k, neg, is_int, bits)
+    return out, status
+
+
+def _elem_params(fmt: el.ElementFormat) -> tuple:
+    """The kernel's view of an element format."""
+    grid = el._elem_grid(fmt)
+    is_int = isinstance(fmt, el.IntFormat)
+    if is_int:
+        kpos = (1 << (fmt.bits - 1)) - 1
+        kneg = kpos + (0 if fmt.symmetric else 1)
+    else:
+        kpos = kneg = fmt.max_code
+    if is_int:
+        emin = mbits = 0
+    else:
+        emin, mbits = 1 - fmt.bias, fmt.mbits
+    return grid.values[-1], grid.values.size, is_int, fmt.bits, kpos, kneg, emin, mbits
+
+
+def encode(
+    x: npt.ArrayLike,
+    fmt: el.ElementFormat | str,
+    *,
+    rounding: str = "rne",
+    scale: npt.ArrayLike = 1.0,
+    saturate: bool = True,
+) -> npt.NDArray[np.uint8]:
+    """numba version of :func:`coaccel.models.formats.encode` (same arguments, results, errors).
+
+    Args:
+        x: real values, any shape.
+        fmt: element format or its name.
+        rounding: ``"rne"``, ``"half_away"`` or ``"half_up"``.
+        scale: float64 > 0 broadcastable to ``x`` (same limits as the reference).
+        saturate: clamp overflow to ±max (True) or use the format's Inf/NaN code.
+
+    Returns:
+        uint8 codes of the broadcast shape.
+    """
+    if isinstance(fmt, str):
+        fmt = el.element_format(fmt)
+    el._check_rounding(rounding, el.ELEMENT_ROUNDING_MODES)
+    xa = el._as_float_input(x)
+    grid = el._elem_grid(fmt)
+    s = el._check_scale(scale, 53 - grid.cmp_bits, "scale")
+    shape = np.broadcast_shapes(xa.shape, s.shape)
+    xf = np.ascontiguousarray(np.broadcast_to(xa, shape)).ravel()
+    sf = np.ascontiguousarray(s).ravel() if s.size == 1 else (
+        np.ascontiguousarray(np.broadcast_to(s, shape)).ravel())  # fmt: skip
+    vtop, n, is_int, bits, kpos, kneg, emin, mbits = _elem_params(fmt)
+    ovf = -1
+    if isinstance(fmt, el.FPFormat) and fmt.nan != "none":
+        ovf = el.inf_code(fmt) if fmt.inf else el.nan_code(fmt)
+    nan_pos = el.nan_code(fmt)
+    nan_neg = el.nan_code(fmt, negative=True)
+    codes, status = encode_kernel(
+        xf, sf, vtop, n, MODE_CODES[rounding], is_int, bits, kpos, kneg, emin, mbits,
+        bool(saturate), ovf, -1 if nan_pos is None else nan_pos, -1 if nan_neg is None else nan_neg,
+    )  # fmt: skip
+    if status & STATUS_NAN:
+        raise el._nan_error(fmt)
+    if status & STATUS_OVERFLOW:
+        raise el._overflow_error(fmt)
+    return codes.reshape(shape)
+
+
+@njit(cache=True)
+def shared_exp_kernel(x, emax, x_lo, x_hi, clip_hi, elem_shift, vtop, n, mode, is_int, bits,
+                      kpos, kneg, emin, mbits):  # fmt: skip
+    """Shared-exponent block quantization (OCP MX, BFP, the HBQ repo's MX variants).
+
+    Args:
+        x: float64 blocks, shape (n_blocks, block), C-contiguous.
+        emax: subtracted from floor(log2 amax) to give the stored exponent X.
+        x_lo, x_hi: the range of X; below x_lo clamps, above x_hi clamps if ``clip_hi`` else the
+            block gets status 2.
+        elem_shift: elements are encoded at scale 2**(X + elem_shift).
+        vtop, n, mode, is_int, bits, kpos, kneg, emin, mbits: the element format (see
+            :func:`_elem_params`) and the rounding mode code.
+
+    Returns:
+        (uint8 codes (n_blocks, block), int64 X (n_blocks), uint8 status (n_blocks): 0 ok,
+        1 the block holds NaN/Inf, 2 X above x_hi for finite input). Codes are 0 in blocks with
+        a non-zero status.
+    """
+    nb, bl = x.shape
+    codes = np.zeros((nb, bl), dtype=np.uint8)
+    xs = np.zeros(nb, dtype=np.int64)
+    status = np.zeros(nb, dtype=np.uint8)
+    for b in range(nb):
+        amax = 0.0
+        finite = True
+        for j in range(bl):
+            v = x[b, j]
+            if not math.isfinite(v):
+                finite = False
+                break
+            av = abs(v)
+            if av > amax:
+                amax = av
+        if not finite:
+            status[b] = 1
+            continue
+        if amax == 0.0:
+            amax = 2.0**-126  # FP32_MIN_NORMAL, as microxcaling does
+        e = math.frexp(amax)[1] - 1 - emax
+        if e > x_hi:
+            if clip_hi:
+                e = x_hi
+            else:
+                xs[b] = e
+                status[b] = 2
+                continue
+        if e < x_lo:
+            e = x_lo
+        xs[b] = e
+        s = math.ldexp(1.0, e + elem_shift)
+        inv = 1.0 / s  # exact: s is a power of two
+        for j in range(bl):
+            v = x[b, j]
+            neg = math.copysign(1.0, v) < 0.0
+            a = abs(v)
+            k = _nearest_index(a, s, a * inv, vtop, n, mode, neg, is_int, emin, mbits)
+            k = min(k, kneg if neg else kpos)
+            codes[b, j] = _signed_code(k, neg, is_int, bits)
+    return codes, xs, status
+
+
+@njit(cache=True)
+def block_amax_kernel(x):
+    """Per-block ``max |x|`` of float64 blocks (n_blocks, block), and whether all are finite."""
+    nb, bl = x.shape
+    amax = np.zeros(nb, dtype=np.float64)
+    finite = True
+    for b in range(nb):
+        m = 0.0
+        for j in range(bl):
+            v = x[b, j]
+            if not math.isfinite(v):
+                finite = False
+            av = abs(v)
+            if av > m:
+                m = av
+        amax[b] = m
+    return amax, finite
+
+
+@njit(cache=True)
+def absmax_scale_kernel(x, amax_b, ratio_f32, den_f32, divisor, smids, svals, seven, smode,
+                        smin_code, zero_code, t_scale, vtop, n, mode, is_int, bits, kpos, kneg,
+                        emin, mbits):  # fmt: skip
+    """Absmax-scaled block quantization (NVFP4, the HBQ repo's NVFP4, INT with a scale format).
+
+    Per block (``amax_b`` from :func:`block_amax_kernel`): the scale code is the rounding
+    (``smode``) into the scale grid of ``float32(amax) / den_f32`` computed in float32
+    (``ratio_f32``) or of the exact ``amax / divisor``; a code 0 becomes ``zero_code`` when
+    that is >= 0 (NVFP4's scale 1.0); the elements are the rounding of
+    ``x / (scale value * t_scale)``, or all 0 when that scale is 0.
+
+    Returns:
+        (uint8 element codes (n_blocks, block), int64 scale codes (n_blocks)).
+    """
+    nb, bl = x.shape
+    codes = np.zeros((nb, bl), dtype=np.uint8)
+    scodes = np.zeros(nb, dtype=np.int64)
+    for b in range(nb):
+        amax = amax_b[b]
+        if ratio_f32:
+            r = np.float64(np.float32(amax) / den_f32)
+            d = 1.0
+        else:
+            r = amax
+            d = divisor
+        code = _round_index(r, d, smids, svals, seven, smode, False) + smin_code
+        if code == 0 and zero_code >= 0:
+            code = zero_code
+        scodes[b] = code
+        s = svals[code - smin_code] * t_scale
+        if s == 0.0:
+            continue
+        inv = 1.0 / s  # an estimate when s is not a power of two: the fix-up makes it exact
+        for j in range(bl):
+            v = x[b, j]
+            neg = math.copysign(1.0, v) < 0.0
+            a = abs(v)
+            k = _nearest_index(a, s, a * inv, vtop, n, mode, neg, is_int, emin, mbits)
+            k = min(k, kneg if neg else kpos)
+            codes[b, j] = _signed_code(k, neg, is_int, bits)
+    return codes, scodes
+
+
+@njit(cache=True)
+def dequant_kernel(codes, table, scale):
+    """``table[codes[b, j]] * scale[b]`` for uint8 codes (n_blocks, block); float64 out."""
+    nb, bl = codes.shape
+    out = np.empty((nb, bl), dtype=np.float64)
+    for b in range(nb):
+        s = scale[b]
+        for j in range(bl):
+            out[b, j] = table[codes[b, j]] * s
+    return out
+
+
+__all__ = [
+    "MODE_CODES",
+    "STATUS_NAN",
+    "STATUS_OVERFLOW",
+    "absmax_scale_kernel",
+    "block_amax_kernel",
+    "dequant_kernel",
+    "encode",
+    "encode_kernel",
+    "shared_exp_kernel",
+]

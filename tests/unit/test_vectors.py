@@ -1,0 +1,117 @@
+"""The committed corner-case vectors (tests/vectors/*.npz) against the Fraction oracle and the
+reference, and against what make_vectors.py would write today."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from coaccel.models.formats import (
+    SCALE_ROUNDING_MODES,
+    encode,
+    encode_scale,
+    pack_bits,
+    quantize,
+    resolve,
+)
+from vectors import fraction_oracle as orc
+from vectors import make_vectors as mv
+
+VEC = Path(mv.__file__).resolve().parent
+ELEM_FILES = sorted(VEC.glob("elem_*.npz"))
+SCALE_FILES = sorted(VEC.glob("scale_*.npz"))
+BLOCK_FILES = sorted(VEC.glob("block_*.npz"))
+
+
+def test_the_committed_files_are_what_the_generator_writes():
+    assert mv.differences() == []
+    names = {p.name for p in ELEM_FILES + SCALE_FILES + BLOCK_FILES}
+    assert names == set(mv.build_vectors())
+    for p in VEC.glob("*.npz"):
+        assert p.stat().st_size < mv.MAX_FILE_BYTES, p.name
+
+
+def test_generator_check_mode_reports_a_changed_file(tmp_path):
+    for name, arrays in mv.build_vectors().items():
+        np.savez(tmp_path / name, **arrays)
+    assert mv.differences(tmp_path) == []
+    with np.load(tmp_path / "elem_e2m1.npz") as f:
+        arrays = {k: f[k] for k in f.files}
+    arrays["codes_rne"] = arrays["codes_rne"].copy()
+    arrays["codes_rne"][3] ^= 1
+    np.savez(tmp_path / "elem_e2m1.npz", **arrays)
+    assert mv.differences(tmp_path) == ["elem_e2m1.npz: array 'codes_rne' differs"]
+
+
+@pytest.mark.parametrize("path", ELEM_FILES, ids=lambda p: p.stem)
+def test_element_vectors(path):
+    name = path.stem.removeprefix("elem_")
+    with np.load(path) as f:
+        x, s = f["x"], f["scale"]
+        want_values = [orc.to_float(orc.elem_code_value(name, c)) for c in range(len(f["values"]))]
+        assert np.array_equal(f["values"], want_values, equal_nan=True)
+        for mode in mv.ELEM_MODES:
+            codes = f[f"codes_{mode}"]
+            assert codes.dtype == np.uint8
+            oracle = [
+                orc.encode_elem(float(a), name, mode, float(b)) for a, b in zip(x, s, strict=True)
+            ]
+            assert codes.tolist() == oracle, mode
+            assert np.array_equal(encode(x, name, rounding=mode, scale=s), codes), mode
+
+
+@pytest.mark.parametrize("path", SCALE_FILES, ids=lambda p: p.stem)
+def test_scale_vectors(path):
+    name = path.stem.removeprefix("scale_")
+    with np.load(path) as f:
+        v, d = f["value"], f["divisor"]
+        for mode in SCALE_ROUNDING_MODES:
+            codes = f[f"codes_{mode}"]
+            oracle = [
+                orc.encode_scale(float(a), name, mode, float(b)) if np.isfinite(a)
+                else orc.SCALES[name][5][-1]  # +Inf saturates to the largest code
+                for a, b in zip(v, d, strict=True)
+            ]  # fmt: skip
+            assert codes.tolist() == oracle, mode
+            assert np.array_equal(encode_scale(v, name, rounding=mode, divisor=d), codes), mode
+
+
+def _oracle_block(stem: str, x: np.ndarray, mode: str):
+    fmt, opt = mv.BLOCK_CASES[stem]
+    rows = [list(map(float, r)) for r in x.astype(np.float64)]
+    if fmt in orc.MX:
+        f = orc.mx_hbq_repo_block if opt.get("variant") == "hbq_repo" else orc.mx_block
+        return [f(r, fmt, mode) for r in rows]
+    if fmt == "nvfp4":
+        s_t = orc.nvfp4_tensor_scale(float(np.max(np.abs(x))))
+        return [orc.nvfp4_block(r, s_t, mode, opt.get("scale_rounding", "rne")) for r in rows]
+    if fmt == "nvfp4_e5m3":
+        return [orc.nvfp4_e5m3_block(r, mode) for r in rows]
+    if fmt == "bfp":
+        return [orc.bfp_block(r, 8, mode) for r in rows]
+    return [
+        orc.int_block(r, opt.get("bits", 4), opt.get("scale_format", "fp16"), mode) for r in rows
+    ]
+
+
+@pytest.mark.parametrize("path", BLOCK_FILES, ids=lambda p: p.stem)
+def test_block_vectors(path):
+    stem = path.stem.removeprefix("block_")
+    fmt, opt = mv.BLOCK_CASES[stem]
+    spec = resolve(fmt, **opt)
+    with np.load(path) as f:
+        x = f["x"]
+        assert x.dtype == np.float32 and x.shape[1] == spec.block
+        for mode in mv.ELEM_MODES:
+            codes, scales = f[f"codes_{mode}"], f[f"scales_{mode}"]
+            oracle = _oracle_block(stem, x, mode)
+            assert scales.tolist() == [o[0] for o in oracle], mode
+            assert codes.tolist() == [o[1] for o in oracle], mode
+            assert np.array_equal(f[f"elements_{mode}"], pack_bits(codes, spec.element_bits))
+            for backend in ("numpy", "numba"):
+                q = quantize(x, fmt, rounding=mode, backend=backend, **opt)
+                assert np.array_equal(q.codes.reshape(x.shape), codes)
+                assert np.array_equal(q.scales.reshape(-1), scales)
+        if fmt == "nvfp4":
+            assert f["tensor_scale"][0] == orc.nvfp4_tensor_scale(float(np.max(np.abs(x))))
