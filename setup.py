@@ -7,8 +7,12 @@ are discovered here so that adding one needs no edit to ``pyproject.toml``.
 
 from setuptools import find_packages, setup
 
-ROOTS = {"coaccel": "coaccel", "coaccel.models": "models", "coaccel.sim": "sim",
-         "coaccel.arch_configs": "arch_configs"}
+ROOTS = {
+    "coaccel": "coaccel",
+    "coaccel.models": "models",
+    "coaccel.sim": "sim",
+    "coaccel.arch_configs": "arch_configs",
+}
 
 packages = []
 package_dir = {}

@@ -202,7 +202,8 @@ def check_input(x: Any, *, axis: int, nonfinite: str) -> tuple[npt.NDArray[np.fl
     a = np.asarray(x)
     if a.dtype.kind != "f":
         raise TypeError(
-            f"quantize expects a floating-point array (float16/float32/float64), got dtype {a.dtype}"
+            "quantize expects a floating-point array (float16/float32/float64), "
+            f"got dtype {a.dtype}"
         )
     if a.ndim == 0:
         raise ValueError("quantize expects an array with at least one dimension, got a 0-d array")
