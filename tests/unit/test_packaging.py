@@ -1,0 +1,114 @@
+"""Packaging and layering: the wheel ships one top-level package, layers depend downward only."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel_names(tmp_path_factory) -> list[str]:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    (whl,) = out.glob("coaccel-*.whl")
+    with zipfile.ZipFile(whl) as z:
+        return z.namelist()
+
+
+def test_wheel_has_only_the_coaccel_package(wheel_names):
+    tops = {n.split("/")[0] for n in wheel_names}
+    tops = {t for t in tops if not t.endswith(".dist-info")}
+    assert tops == {"coaccel"}
+    for forbidden in ("sim/", "models/", "tests/", "utils/"):
+        assert not any(n.startswith(forbidden) for n in wheel_names), forbidden
+
+
+def test_wheel_maps_models_sim_and_configs(wheel_names):
+    assert "coaccel/models/formats/__init__.py" in wheel_names
+    assert "coaccel/models/formats/_quantized.py" in wheel_names
+    assert "coaccel/sim/__init__.py" in wheel_names
+    assert "coaccel/arch_configs/__init__.py" in wheel_names
+    shipped_yaml = {
+        n for n in wheel_names if n.startswith("coaccel/arch_configs/") and n.endswith(".yaml")
+    }
+    in_tree = {
+        "coaccel/arch_configs/" + p.relative_to(ROOT / "arch_configs").as_posix()
+        for p in (ROOT / "arch_configs").rglob("*.yaml")
+    }
+    assert shipped_yaml == in_tree
+
+
+def test_console_script_help():
+    exe = Path(sys.executable).with_name("coaccel")
+    res = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=True)
+    assert "usage: coaccel" in res.stdout
+    for cmd in ("demo", "quant"):
+        assert cmd in res.stdout
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    pkg = ".".join(("coaccel",) + path.relative_to(ROOT).parent.parts)
+    pkg = pkg.replace("coaccel.coaccel", "coaccel")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # resolve relative imports against the installed package name
+                base = pkg.split(".")
+                base = base[: len(base) - node.level + 1]
+                names.add(".".join(base + ([node.module] if node.module else [])))
+            elif node.module:
+                names.add(node.module)
+    return names
+
+
+def _files(sub: str) -> list[Path]:
+    return sorted((ROOT / sub).rglob("*.py"))
+
+
+def test_models_import_nothing_of_coaccel_but_the_trace_contract():
+    for f in _files("models"):
+        for name in _imports(f):
+            if name.startswith("coaccel") and not name.startswith("coaccel.models"):
+                assert name == "coaccel.trace", f"{f.relative_to(ROOT)} imports {name}"
+
+
+def test_only_cli_and_commands_import_report():
+    for sub in ("models", "sim", "coaccel"):
+        for f in _files(sub):
+            rel = f.relative_to(ROOT).as_posix()
+            if rel.startswith(("coaccel/commands/", "coaccel/report/")) or rel == "coaccel/cli.py":
+                continue
+            bad = [n for n in _imports(f) if n.startswith("coaccel.report")]
+            assert not bad, f"{rel} imports {bad}"
+
+
+def test_sim_does_not_import_cli_or_commands():
+    for f in _files("sim"):
+        bad = [n for n in _imports(f) if n.startswith(("coaccel.cli", "coaccel.commands"))]
+        assert not bad, f"{f.relative_to(ROOT)} imports {bad}"
