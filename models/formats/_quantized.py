@@ -273,7 +273,9 @@ def quantize(
         )
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r}; valid choices: {', '.join(BACKENDS)}")
-    xb = block_axis(a, ax, spec.block, pad=pad)
+    # A spec may block a short axis differently (HBQ's repo quirk short_axis="whole").
+    block = spec.block_for_axis(a.shape[ax]) if hasattr(spec, "block_for_axis") else spec.block
+    xb = block_axis(a, ax, block, pad=pad)
     inf = np.isinf(xb) if nonfinite == "saturate" else None
     if inf is not None and inf.any():
         # Scales come from the finite values only; each ±Inf then takes the element format's
