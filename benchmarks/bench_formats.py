@@ -27,6 +27,7 @@ import sys  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
+
 from coaccel.models.formats import format_names, quantize  # noqa: E402
 
 TARGETS_ELEMS_PER_S = {"mxfp4": 50e6, "nvfp4": 50e6}

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from coaccel.models.formats import format_names, quantize, resolve
 from vectors import fraction_oracle as orc
+
+from coaccel.models.formats import format_names, quantize, resolve
 
 MX_NAMES = list(orc.MX)
 BASE_FORMATS = MX_NAMES + ["nvfp4", "nvfp4_e5m3", "bfp", "int"]

@@ -7,6 +7,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from vectors import fraction_oracle as orc
+
 from coaccel.models.formats import (
     E2M1,
     E2M2,
@@ -20,7 +22,6 @@ from coaccel.models.formats import (
     encode,
 )
 from coaccel.models.formats import _elem as el
-from vectors import fraction_oracle as orc
 
 FP_NAMES = list(orc.FP_ELEMENTS)
 ALL_NAMES = FP_NAMES + list(orc.INT_ELEMENTS)

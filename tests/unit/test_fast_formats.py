@@ -6,9 +6,10 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from vectors import fraction_oracle as orc
+
 from coaccel.models.fast import formats as fast
 from coaccel.models.formats import ELEMENT_FORMATS, decode_scale, encode, quantize, resolve
-from vectors import fraction_oracle as orc
 
 MODES = ("rne", "half_away", "half_up")
 SCALES = (1.0, 2.0**-30, 3.0, 5.0 / 4096, 0.3125, float(Fraction(round(2**44 / 3), 2**44)))

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+
 from coaccel.models.fast import hbq as fast
 from coaccel.models.formats import E2M1, E2M2, _hbq, encode, hbq_spec, quantize
 

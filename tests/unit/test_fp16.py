@@ -23,6 +23,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+
 from coaccel.models.hbq import (
     FP16_MAX_BITS,
     fp16_add,

@@ -12,6 +12,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+
 from coaccel.models.hbq import (
     block_dot,
     element_int,

@@ -11,6 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+
 from coaccel.models.formats import quantize, resolve
 from coaccel.models.hbq import (
     _gemm,
@@ -23,7 +24,6 @@ from coaccel.models.hbq import (
     hbq_gemm,
     hbq_gemm_codes,
 )
-
 from coaccel.trace import Trace
 
 HALF = Fraction(1, 2)

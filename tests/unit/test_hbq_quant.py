@@ -14,6 +14,7 @@ from fractions import Fraction as F
 
 import numpy as np
 import pytest
+
 from coaccel.models.formats import (
     E2M1,
     E2M2,

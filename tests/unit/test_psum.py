@@ -11,6 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+
 from coaccel.models.hbq import (
     PSUM_MODES,
     accumulate_psums,

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from coaccel.arch_configs import path as shipped
-from coaccel.models.formats import quantize
-from coaccel.models.nn import synthetic_pair
 from testkit import require_module
 
 import coaccel.studies.quant as study
+from coaccel.arch_configs import path as shipped
 from coaccel.cli import main
 from coaccel.config import ConfigError, load_config
 from coaccel.errors import MissingDependencyError
+from coaccel.models.formats import quantize
+from coaccel.models.nn import synthetic_pair
 from coaccel.report.quant import (
     CSV_COLUMNS,
     format_quant_table,

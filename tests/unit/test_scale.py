@@ -6,6 +6,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from vectors import fraction_oracle as orc
+
 from coaccel.models.formats import (
     E5M3,
     E8M0,
@@ -16,7 +18,6 @@ from coaccel.models.formats import (
     encode_scale,
     scale_format,
 )
-from vectors import fraction_oracle as orc
 
 NAMES = list(orc.SCALES)
 MODES = ("rne", "half_up", "half_away", "ceil", "floor")

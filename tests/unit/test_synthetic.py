@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from coaccel.models.nn import (
     DISTRIBUTIONS,
     outlier_channels,

@@ -7,6 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from vectors import fraction_oracle as orc
+from vectors import make_vectors as mv
+
 from coaccel.models.formats import (
     SCALE_ROUNDING_MODES,
     encode,
@@ -15,8 +18,6 @@ from coaccel.models.formats import (
     quantize,
     resolve,
 )
-from vectors import fraction_oracle as orc
-from vectors import make_vectors as mv
 
 VEC = Path(mv.__file__).resolve().parent
 ELEM_FILES = sorted(VEC.glob("elem_*.npz"))

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
 from coaccel.models.formats import (
     ELEMENT_FORMATS,
     SCALE_FORMATS,
