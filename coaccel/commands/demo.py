@@ -103,10 +103,37 @@ def _stage_accuracy(out: Path, rng: np.random.Generator) -> None:
         raise RuntimeError(f"the accuracy study failed (exit status {status})")
 
 
+def _stage_sim(out: Path, rng: np.random.Generator) -> None:
+    import json
+
+    from coaccel.sim.hbq_asic import load_arch, load_workload, simulate
+
+    wl = load_workload("llama-3.2-3b", "prefill_1k")
+    print("  workload llama-3.2-3b:prefill_1k (1024-token prefill); DRAM bytes from the traces")
+    print(
+        f"  {'arch':<16} {'cycles':>14} {'ms':>9} {'util':>6} {'DRAM GB':>8} {'analytical err':>14}"
+    )
+    rows = []
+    for name in ("hbq_a_28nm", "hbq_e_28nm", "nvfp4_28nm", "mxfp4_28nm", "amove_28nm"):
+        arch = load_arch(name)
+        cyc = simulate(arch, wl, mode="cycle")
+        ana = simulate(arch, wl, mode="analytical")
+        err = (ana.cycles - cyc.cycles) / cyc.cycles
+        rows.append(cyc.to_dict())
+        print(
+            f"  {name:<16} {cyc.cycles:>14,} {cyc.seconds * 1e3:>9.2f} "
+            f"{cyc.utilisation:>6.1%} {cyc.dram.total_bytes / 1e9:>8.2f} {err:>+14.3%}"
+        )
+    path = out / "hbq_sim_stats.json"
+    path.write_text(json.dumps(rows, indent=1, default=str))
+    print(f"  stats -> {path}")
+
+
 STAGES: tuple[tuple[str, Callable[[Path, np.random.Generator], None]], ...] = (
     ("formats: every block format, bit-exact numba vs numpy", _stage_formats),
     ("hbq: exact datapath GEMM, partial-sum modes, trace", _stage_hbq),
     ("accuracy: quantization error study", _stage_accuracy),
+    ("simulators: HBQ ASIC, cycle-approximate vs analytical", _stage_sim),
 )
 
 
