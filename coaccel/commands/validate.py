@@ -1,0 +1,97 @@
+"""``coaccel validate hbq``: every HBQ paper target with our value, the paper's and the error.
+
+Runs :func:`coaccel.validate.hbq.validate_hbq` (PE model rows, headline claims, system energy per
+2048-token prefill and iso-area speedups from the HBQ ASIC simulator), prints the table and writes
+``hbq_validation.csv`` and ``hbq_validation.md`` (:mod:`coaccel.report.hbq`) into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_OUT = Path("reports") / "validate"
+
+EPILOG = """\
+examples:
+  coaccel validate hbq                        all targets (energy: cycle mode, speedups: analytical)
+  coaccel validate hbq --speedup-mode cycle   speedups from the cycle-approximate mode too (slower)
+  coaccel validate hbq --no-system            PE and claim rows only (no simulator runs)
+  coaccel validate hbq --out /tmp/v
+"""
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``validate`` sub-command (``validate hbq``).
+
+    Args:
+        subparsers: the ``add_subparsers()`` object of the top-level parser.
+    """
+    p = subparsers.add_parser(
+        "validate",
+        help="compare the models with published numbers (coaccel validate hbq)",
+        description="Validation of coaccel's models against the published numbers.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(title="targets", metavar="<paper>")
+    h = sub.add_parser(
+        "hbq",
+        help="HBQ (MICRO 2026): PE area/energy, claims, system energy, iso-area speedups",
+        description=(
+            "Every HBQ target (specs/hbq.md §3): per-MAC area/energy of the published rows "
+            "(±5 %), HBQ-E vs HBQ-A (-17 %), area and energy efficiency vs weight-only (2.3x, "
+            "4.6x), system energy per 2048-token prefill for 5 models x 5 architectures "
+            "(±10 %, DRAM traffic from the simulated traces) and iso-area speedups at 1K/4K/16K."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    h.add_argument(
+        "--mode",
+        choices=("analytical", "cycle"),
+        default="cycle",
+        help="simulator mode of the system-energy rows (default cycle)",
+    )
+    h.add_argument(
+        "--speedup-mode",
+        choices=("analytical", "cycle"),
+        default="analytical",
+        help="simulator mode of the speedup rows, 75 runs up to 16K tokens (default analytical)",
+    )
+    h.add_argument("--no-system", action="store_true", help="skip the simulated rows")
+    h.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help=f"output folder (default: ./{DEFAULT_OUT.as_posix()})",
+    )
+    h.set_defaults(func=run_hbq, command="validate hbq")
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1], command="validate")
+
+
+def run_hbq(args: argparse.Namespace) -> int:
+    """Run the HBQ validation, print it and write CSV + Markdown.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 (targets outside their tolerance are reported, not an error).
+    """
+    from ..report.hbq import format_validation_table, write_validation_report
+    from ..validate.hbq import validate_hbq
+
+    t0 = time.perf_counter()
+    v = validate_hbq(mode=args.mode, speedup_mode=args.speedup_mode, system=not args.no_system)
+    paths = write_validation_report(v, args.out)
+    print(format_validation_table(v))
+    print()
+    for p in paths:
+        print(f"wrote {p}")
+    print(f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    return 0

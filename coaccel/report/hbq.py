@@ -1,0 +1,595 @@
+"""HBQ ASIC reports: the validation table and the per-component area/energy report.
+
+The computations live in :mod:`coaccel.validate.hbq` and :mod:`coaccel.cost`; this module only
+formats, writes and plots. Files:
+
+* :func:`write_validation_report` → ``hbq_validation.csv`` and ``hbq_validation.md`` (every
+  target with our value, the paper's, the error, the tolerance, our one-sigma uncertainty, the
+  leave-one-out prediction where there is one, the source and the note saying why we differ).
+* :func:`write_cost_report` → ``cost_area.{png,svg}``, ``cost_energy.{png,svg}``,
+  ``cost_pe.{png,svg}`` (per-component stacked bars), ``cost_report.csv`` (every figure with
+  unit, one-sigma uncertainty and source), ``cost_report.md`` and ``cost_report.html``.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from ..cost import CostBreakdown
+from ..validate.hbq import Target, Validation
+
+__all__ = [
+    "COST_CSV_COLUMNS",
+    "VALIDATION_CSV_COLUMNS",
+    "cost_rows",
+    "format_validation_table",
+    "plot_area",
+    "plot_energy",
+    "plot_pe",
+    "write_cost_report",
+    "write_validation_report",
+]
+
+VALIDATION_CSV_COLUMNS = (
+    "group",
+    "target",
+    "ours",
+    "ours_sigma",
+    "ours_loo",
+    "paper",
+    "unit",
+    "error_pct",
+    "loo_error_pct",
+    "tolerance_pct",
+    "status",
+    "source",
+    "note",
+)
+"""Columns of ``hbq_validation.csv`` (``ours_sigma`` one sigma; ``ours_loo`` the leave-one-out
+prediction of a PE fit point; empty cells where a column does not apply)."""
+
+COST_CSV_COLUMNS = (
+    "arch",
+    "workload",
+    "node_nm",
+    "quantity",
+    "component",
+    "value",
+    "unit",
+    "sigma",
+    "source",
+)
+"""Columns of ``cost_report.csv``: ``quantity`` is ``area`` (µm²), ``energy`` (J) or
+``pe_area`` / ``pe_energy`` (per MAC); ``sigma`` is one sigma in the same unit."""
+
+_GROUP_TITLES = {
+    "pe_area": "PE area per MAC (published rows, ±5 %)",
+    "pe_energy": "PE energy per MAC (published rows, ±5 %)",
+    "claim": "Headline hardware claims",
+    "system_energy": "System energy per 2048-token prefill (±10 %)",
+    "speedup": "Iso-area speedup vs Amove (geometric mean of 5 models)",
+    "synthesis": "PE model vs our RTL's Yosys gate counts (ratios along sweeps)",
+}
+
+
+def _num(v: float, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return f"{v:.{digits}g}"
+
+
+def _target_cells(t: Target) -> list[str]:
+    return [
+        t.group,
+        t.name,
+        _num(t.ours),
+        _num(t.ours_sigma, 2),
+        _num(t.ours_loo),
+        _num(t.paper),
+        t.unit,
+        _num(t.error_pct, 3),
+        _num(t.loo_error_pct, 3),
+        "" if t.tolerance_pct is None else f"{t.tolerance_pct:g}",
+        t.status,
+        " ".join(t.source.split()),
+        " ".join(t.note.split()),
+    ]
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(_md_escape(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def format_validation_table(v: Validation) -> str:
+    """Readable text of the validation (what ``coaccel validate hbq`` prints).
+
+    Args:
+        v: the validation.
+
+    Returns:
+        One block per target group, then the status counts (no trailing newline).
+    """
+    blocks = []
+    for group, title in _GROUP_TITLES.items():
+        rows = v.select(group)
+        if not rows:
+            continue
+        body = []
+        for t in rows:
+            err = "" if math.isnan(t.error_pct) else f"{t.error_pct:+.1f}%"
+            sig = "" if math.isnan(t.ours_sigma) else f"±{_num(t.ours_sigma, 2)}"
+            body.append(
+                [t.name, f"{_num(t.ours)} {sig}".strip(), _num(t.paper), t.unit, err, t.status]
+            )
+        headers = ["target", "ours (1 sigma)", "paper", "unit", "error", "status"]
+        widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(headers)]
+        lines = [title, "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
+        lines.append("  ".join("-" * w for w in widths))
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
+        differs = [t for t in rows if t.status in ("differs", "baseline missing", "info")]
+        by_note: dict[str, list[str]] = {}
+        for t in differs:
+            by_note.setdefault(" ".join(t.note.split()), []).append(t.name)
+        for note, names in by_note.items():
+            who = names[0] if len(names) == 1 else f"{len(names)} rows above"
+            lines.append(f"  why ({who}): {note}")
+        blocks.append("\n".join(lines))
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(v.counts().items()))
+    blocks.append(f"targets: {counts}")
+    return "\n\n".join(blocks)
+
+
+def write_validation_report(v: Validation, out_dir: str | Path) -> list[Path]:
+    """Write ``hbq_validation.csv`` and ``hbq_validation.md``.
+
+    Args:
+        v: the validation.
+        out_dir: output folder (created if needed).
+
+    Returns:
+        The two paths.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = out / "hbq_validation.csv"
+    with csv_path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(VALIDATION_CSV_COLUMNS)
+        for t in v.targets:
+            w.writerow(_target_cells(t))
+    md = ["# HBQ validation: our models vs the paper", ""]
+    md += [f"- {n}" for n in v.notes]
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(v.counts().items()))
+    md += ["", f"Targets: {counts}.", ""]
+    for group, title in _GROUP_TITLES.items():
+        rows = v.select(group)
+        if not rows:
+            continue
+        md += [f"## {title}", ""]
+        md.append(
+            _md_table(
+                [
+                    "target",
+                    "ours",
+                    "1 sigma",
+                    "ours LOO",
+                    "paper",
+                    "unit",
+                    "error %",
+                    "LOO error %",
+                    "tol. %",
+                    "status",
+                    "note",
+                ],
+                [[c for i, c in enumerate(_target_cells(t)) if i not in (0, 11)] for t in rows],
+            )
+        )
+        sources = sorted({" ".join(t.source.split()) for t in rows})
+        md += ["", "Sources: " + "; ".join(sources), ""]
+    md_path = out / "hbq_validation.md"
+    md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
+    return [csv_path, md_path]
+
+
+# ---------------------------------------------------------------------------------------------
+# Cost report
+
+
+def cost_rows(breakdowns: Sequence[CostBreakdown]) -> list[dict[str, object]]:
+    """Every figure of the breakdowns as flat rows (columns :data:`COST_CSV_COLUMNS`).
+
+    Area rows appear once per architecture; energy rows once per (architecture, workload).
+    """
+    rows: list[dict[str, object]] = []
+    seen_area: set[str] = set()
+    for cb in breakdowns:
+        if cb.arch not in seen_area:
+            seen_area.add(cb.arch)
+            for comp, val in cb.area_um2.items():
+                rows.append(
+                    dict(
+                        arch=cb.arch,
+                        workload="",
+                        node_nm=cb.node_nm,
+                        quantity="area",
+                        component=comp,
+                        value=val,
+                        unit="um2",
+                        sigma=cb.area_sigma_um2[comp],
+                        source=cb.sources[comp],
+                    )
+                )
+            pe = cb.pe
+            rows.append(
+                dict(
+                    arch=cb.arch,
+                    workload="",
+                    node_nm=cb.node_nm,
+                    quantity="pe_area",
+                    component="pe_per_mac",
+                    value=pe.area_um2_per_mac,
+                    unit="um2/MAC",
+                    sigma=pe.area_sigma_um2_per_mac,
+                    source=pe.source,
+                )
+            )
+            rows.append(
+                dict(
+                    arch=cb.arch,
+                    workload="",
+                    node_nm=cb.node_nm,
+                    quantity="pe_energy",
+                    component="pe_per_mac",
+                    value=pe.energy_fj_per_mac,
+                    unit="fJ/MAC",
+                    sigma=pe.energy_sigma_fj_per_mac,
+                    source=pe.source,
+                )
+            )
+        for comp, val in cb.energy_j.items():
+            rows.append(
+                dict(
+                    arch=cb.arch,
+                    workload=cb.workload,
+                    node_nm=cb.node_nm,
+                    quantity="energy",
+                    component=comp,
+                    value=val,
+                    unit="J",
+                    sigma=cb.energy_sigma_j[comp],
+                    source=cb.sources[comp],
+                )
+            )
+    return rows
+
+
+def _save(fig: Figure, base: Path) -> list[Path]:
+    FigureCanvasAgg(fig)
+    png, svg = base.with_suffix(".png"), base.with_suffix(".svg")
+    fig.savefig(png, format="png", dpi=110)
+    fig.savefig(svg, format="svg")
+    return [png, svg]
+
+
+_COMPONENT_ORDER = (
+    "pe_array",
+    "act_buffer",
+    "wgt_buffer",
+    "psum_buffer",
+    "psum_logic",
+    "dram",
+    "leakage",
+    "multiplier",
+    "adder_tree",
+    "mac_datapath",
+    "timing_upsizing",
+    "operand_registers",
+    "dequant",
+    "accumulate",
+    "l2_scaling",
+    "fp_reduction_depth",
+    "pe_family_offset",
+    "published PE",
+)
+
+
+def _color(name: str) -> tuple[float, float, float, float]:
+    # One color per component name in every chart (tab20 has 20 distinct colors).
+    from matplotlib import colormaps
+
+    i = _COMPONENT_ORDER.index(name) if name in _COMPONENT_ORDER else len(_COMPONENT_ORDER)
+    return colormaps["tab20"](i % 20)
+
+
+def _stacked(ax, labels: list[str], parts: dict[str, list[float]], errs: list[float]) -> None:
+    x = np.arange(len(labels))
+    bottom = np.zeros(len(labels))
+    for comp, vals in parts.items():
+        v = np.asarray(vals, dtype=np.float64)
+        if not v.any():
+            continue
+        ax.bar(x, v, 0.6, bottom=bottom, label=comp, color=_color(comp))
+        bottom += v
+    ax.errorbar(
+        x, bottom, yerr=errs, fmt="none", ecolor="black", capsize=3, lw=0.8, label="1 sigma (total)"
+    )
+    ax.set_xticks(x, labels, fontsize=7, rotation=35, ha="right")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=6, ncol=2)
+
+
+def _archs(breakdowns: Sequence[CostBreakdown]) -> list[CostBreakdown]:
+    seen: dict[str, CostBreakdown] = {}
+    for cb in breakdowns:
+        seen.setdefault(cb.arch, cb)
+    return list(seen.values())
+
+
+def plot_area(breakdowns: Sequence[CostBreakdown], out_dir: str | Path) -> list[Path]:
+    """Stacked bars of area by component, one bar per architecture (``cost_area``)."""
+    archs = _archs(breakdowns)
+    comps = list(dict.fromkeys(k for cb in archs for k in cb.area_um2))
+    fig = Figure(figsize=(max(6.0, 1.2 * len(archs) + 3), 4.5))
+    ax = fig.add_subplot()
+    _stacked(
+        ax,
+        [cb.arch for cb in archs],
+        {c: [cb.area_um2.get(c, 0.0) / 1e6 for cb in archs] for c in comps},
+        [cb.total_area_sigma_um2 / 1e6 for cb in archs],
+    )
+    ax.set_ylabel("area (mm², 28 nm unless stated)")
+    ax.set_title(f"Accelerator area by component ({archs[0].node_nm:g} nm)", fontsize=9)
+    fig.tight_layout()
+    return _save(fig, Path(out_dir) / "cost_area")
+
+
+def plot_energy(breakdowns: Sequence[CostBreakdown], out_dir: str | Path) -> list[Path]:
+    """Stacked bars of energy by component: one panel per workload, one bar per architecture
+    (``cost_energy``)."""
+    runs = [cb for cb in breakdowns if cb.energy_j]
+    if not runs:
+        return []
+    comps = list(dict.fromkeys(k for cb in runs for k in cb.energy_j))
+    workloads = list(dict.fromkeys(cb.workload for cb in runs))
+    n_arch = max(sum(1 for cb in runs if cb.workload == w) for w in workloads)
+    fig = Figure(figsize=(max(6.0, len(workloads) * (0.55 * n_arch + 1.0) + 1.5), 4.8))
+    axes = fig.subplots(1, len(workloads), sharey=True, squeeze=False)[0]
+    for ax, w in zip(axes, workloads, strict=True):
+        sel = [cb for cb in runs if cb.workload == w]
+        _stacked(
+            ax,
+            [cb.arch for cb in sel],
+            {c: [cb.energy_j.get(c, 0.0) for cb in sel] for c in comps},
+            [cb.total_energy_sigma_j for cb in sel],
+        )
+        ax.set_title(w, fontsize=8)
+        if ax is not axes[-1]:
+            legend = ax.get_legend()
+            if legend is not None:
+                legend.remove()
+    axes[0].set_ylabel("energy per run (J)")
+    fig.suptitle(
+        "Energy by component per workload run (error bar: 1 sigma of the total)", fontsize=9
+    )
+    fig.tight_layout()
+    return _save(fig, Path(out_dir) / "cost_energy")
+
+
+def plot_pe(breakdowns: Sequence[CostBreakdown], out_dir: str | Path) -> list[Path]:
+    """Per-MAC PE area and energy by PE component (PE-model architectures; published PEs as
+    one bar segment)."""
+    archs = _archs(breakdowns)
+    fig = Figure(figsize=(max(8.0, 2.2 * len(archs) + 3), 4.5))
+    for j, (attr, unit) in enumerate((("area", "um²/MAC"), ("energy", "fJ/MAC"))):
+        ax = fig.add_subplot(1, 2, j + 1)
+        parts: dict[str, list[float]] = {}
+        for i, cb in enumerate(archs):
+            m = cb.pe.model
+            got = (
+                dict(m.area_parts_um2_per_mac if attr == "area" else m.energy_parts_fj_per_mac)
+                if m is not None
+                else {
+                    "published PE": cb.pe.area_um2_per_mac
+                    if attr == "area"
+                    else cb.pe.energy_fj_per_mac
+                }
+            )
+            for k, v in got.items():
+                parts.setdefault(k, [0.0] * len(archs))[i] = v
+        errs = [
+            cb.pe.area_sigma_um2_per_mac if attr == "area" else cb.pe.energy_sigma_fj_per_mac
+            for cb in archs
+        ]
+        _stacked(ax, [cb.arch for cb in archs], parts, errs)
+        ax.set_ylabel(f"PE {attr} ({unit})")
+    fig.suptitle("PE per MAC by component (PE model; Amove/WoQ published)", fontsize=9)
+    fig.tight_layout()
+    return _save(fig, Path(out_dir) / "cost_pe")
+
+
+def _fmt_val(v: float, sigma: float) -> tuple[str, str]:
+    return f"{v:.4g}", f"{sigma:.2g}"
+
+
+def _sections(breakdowns: Sequence[CostBreakdown], title: str, notes: Sequence[str]):
+    """(heading, paragraphs, table headers, table rows) sections shared by MD and HTML."""
+    archs = _archs(breakdowns)
+    secs = []
+    pe_rows = []
+    for cb in archs:
+        pe = cb.pe
+        pe_rows.append(
+            [
+                cb.arch,
+                *_fmt_val(pe.area_um2_per_mac, pe.area_sigma_um2_per_mac),
+                *_fmt_val(pe.energy_fj_per_mac, pe.energy_sigma_fj_per_mac),
+                pe.source,
+            ]
+        )
+    secs.append(
+        (
+            "PE per MAC",
+            [],
+            ["arch", "area (um2/MAC)", "1 sigma", "energy (fJ/MAC)", "1 sigma", "source"],
+            pe_rows,
+        )
+    )
+    area_rows = []
+    for cb in archs:
+        for comp, v in cb.area_um2.items():
+            area_rows.append(
+                [
+                    cb.arch,
+                    comp,
+                    *_fmt_val(v, cb.area_sigma_um2[comp]),
+                    " ".join(cb.sources[comp].split()),
+                ]
+            )
+        area_rows.append(
+            [cb.arch, "total", *_fmt_val(cb.total_area_um2, cb.total_area_sigma_um2), ""]
+        )
+    secs.append(
+        (
+            "Area by component",
+            [],
+            ["arch", "component", "area (um2)", "1 sigma", "source"],
+            area_rows,
+        )
+    )
+    runs = [cb for cb in breakdowns if cb.energy_j]
+    if runs:
+        comps = list(dict.fromkeys(k for cb in runs for k in cb.energy_j))
+        rows = []
+        for cb in runs:
+            rows.append(
+                [
+                    cb.workload,
+                    cb.arch,
+                    cb.sim_mode,
+                    *[f"{cb.energy_j.get(c, 0.0):.4g}" for c in comps],
+                    f"{cb.total_energy_j:.4g}",
+                    f"{cb.total_energy_sigma_j:.2g}",
+                    f"{cb.seconds * 1e3:.4g}",
+                ]
+            )
+        secs.append(
+            (
+                "Energy by component (J per run)",
+                [
+                    "Components as in `coaccel.cost.evaluate`; totals include leakage and "
+                    "partial-sum logic, which the paper's system model leaves out."
+                ],
+                [
+                    "workload",
+                    "arch",
+                    "sim mode",
+                    *comps,
+                    "total (J)",
+                    "1 sigma (J)",
+                    "run time (ms)",
+                ],
+                rows,
+            )
+        )
+        src_rows = []
+        for cb in archs:
+            for comp in comps:
+                for r in runs:
+                    if r.arch == cb.arch and comp in r.sources:
+                        src_rows.append([cb.arch, comp, " ".join(r.sources[comp].split())])
+                        break
+        secs.append(("Energy sources", [], ["arch", "component", "source"], src_rows))
+    return title, list(notes), secs
+
+
+def write_cost_report(
+    breakdowns: Sequence[CostBreakdown],
+    out_dir: str | Path,
+    *,
+    title: str = "HBQ ASIC area and energy report",
+    notes: Sequence[str] = (),
+) -> list[Path]:
+    """Write the per-component area/energy report: charts, CSV, Markdown and HTML.
+
+    Args:
+        breakdowns: one :class:`~coaccel.cost.CostBreakdown` per (architecture, workload) run,
+            or area-only breakdowns.
+        out_dir: output folder (created if needed).
+        title: page title.
+        notes: remarks printed under the title (simulator mode, node...).
+
+    Returns:
+        Every path written.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    paths += plot_area(breakdowns, out)
+    paths += plot_energy(breakdowns, out)
+    paths += plot_pe(breakdowns, out)
+    csv_path = out / "cost_report.csv"
+    with csv_path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=COST_CSV_COLUMNS)
+        w.writeheader()
+        for r in cost_rows(breakdowns):
+            w.writerow(
+                {k: (" ".join(str(v).split()) if k == "source" else v) for k, v in r.items()}
+            )
+    paths.append(csv_path)
+    title, note_list, secs = _sections(breakdowns, title, notes)
+    images = [p.name for p in paths if p.suffix == ".svg"]
+    md = [f"# {title}", ""] + [f"- {n}" for n in note_list] + [""]
+    md += [f"![{Path(i).stem}]({Path(i).with_suffix('.png').name})" for i in images] + [""]
+    for heading, paras, headers, rows in secs:
+        md += [f"## {heading}", ""] + paras + ([""] if paras else [])
+        md += [_md_table(headers, rows), ""]
+    md += [
+        "Every figure: value, one-sigma uncertainty and source (`cost_report.csv`); the "
+        "model and its calibration are described in docs/cost_model.md.",
+        "",
+    ]
+    md_path = out / "cost_report.md"
+    md_path.write_text("\n".join(md), encoding="utf-8")
+    paths.append(md_path)
+    e = html.escape
+    h = [
+        "<!DOCTYPE html>",
+        "<html><head><meta charset='utf-8'>",
+        f"<title>{e(title)}</title>",
+        "<style>body{font-family:sans-serif;max-width:1200px;margin:auto}"
+        "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
+        "padding:2px 6px}th{background:#eee}img{max-width:100%}</style></head><body>",
+        f"<h1>{e(title)}</h1>",
+        "<ul>",
+    ]
+    h += [f"<li>{e(n)}</li>" for n in note_list] + ["</ul>"]
+    h += [f"<img src='{e(i)}' alt='{e(Path(i).stem)}'>" for i in images]
+    for heading, paras, headers, rows in secs:
+        h.append(f"<h2>{e(heading)}</h2>")
+        h += [f"<p>{e(p)}</p>" for p in paras]
+        h.append("<table><tr>" + "".join(f"<th>{e(x)}</th>" for x in headers) + "</tr>")
+        h += ["<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in r) + "</tr>" for r in rows]
+        h.append("</table>")
+    h += [
+        "<p>Every figure: value, one-sigma uncertainty and source (cost_report.csv); see "
+        "docs/cost_model.md.</p>",
+        "</body></html>",
+    ]
+    html_path = out / "cost_report.html"
+    html_path.write_text("\n".join(h), encoding="utf-8")
+    paths.append(html_path)
+    return paths

@@ -1,0 +1,172 @@
+"""HBQ reports (coaccel.report.hbq) and the ``validate`` / ``report`` commands: files, columns,
+escaping, units and sources, speed."""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from pathlib import Path
+
+import pytest
+
+from coaccel.cli import main
+from coaccel.cost import arch_area, evaluate
+from coaccel.report.hbq import (
+    COST_CSV_COLUMNS,
+    VALIDATION_CSV_COLUMNS,
+    format_validation_table,
+    write_cost_report,
+    write_validation_report,
+)
+from coaccel.sim.hbq_asic import load_arch
+from coaccel.sim.hbq_asic.stats import BufferAccess, DramAccess, HbqSimStats
+from coaccel.validate.hbq import Target, Validation
+
+
+def _validation() -> Validation:
+    return Validation(
+        (
+            Target(
+                "pe_area",
+                "row | with pipe",
+                101.0,
+                100.0,
+                "um2/MAC",
+                5.0,
+                "spec §3.5",
+                "fit",
+                0.5,
+                100.5,
+            ),
+            Target(
+                "system_energy",
+                "model / HBQ-E",
+                3.45,
+                3.0,
+                "J",
+                10.0,
+                "spec §3.6",
+                "DRAM higher: simulated tiles",
+                0.2,
+            ),
+            Target("claim", "missing", math.nan, 4.6, "x", None, "spec §3.1", "no baseline"),
+        ),
+        notes=("a note",),
+    )
+
+
+def test_validation_csv_and_markdown(tmp_path: Path) -> None:
+    paths = write_validation_report(_validation(), tmp_path / "v")
+    assert [p.name for p in paths] == ["hbq_validation.csv", "hbq_validation.md"]
+    rows = list(csv.DictReader(paths[0].open()))
+    assert tuple(rows[0]) == VALIDATION_CSV_COLUMNS
+    assert rows[0]["error_pct"] == "1" and rows[0]["status"] == "ok"
+    assert rows[0]["ours_loo"] == "100.5" and rows[0]["loo_error_pct"] == "0.5"
+    assert rows[1]["status"] == "differs" and rows[1]["error_pct"] == "15"
+    assert rows[2]["ours"] == "" and rows[2]["status"] == "baseline missing"
+    md = paths[1].read_text()
+    assert "row \\| with pipe" in md
+    assert "## System energy per 2048-token prefill" in md
+    assert "DRAM higher: simulated tiles" in md and "Sources: spec §3.6" in md
+
+
+def test_validation_text_says_why_it_differs() -> None:
+    text = format_validation_table(_validation())
+    assert "why (model / HBQ-E): DRAM higher: simulated tiles" in text
+    assert "why (missing): no baseline" in text
+    assert "targets: 1 baseline missing, 1 differs, 1 ok" in text
+
+
+def _stats(arch: str, workload: str) -> HbqSimStats:
+    return HbqSimStats(
+        arch=arch, workload=workload, mode="analytical", config_digest="0" * 64,
+        workload_digest="0" * 64, freq_mhz=500.0, cycles=10**6, seconds=2e-3, macs=10**10,
+        peak_macs_per_cycle=4096, utilisation=0.5, stall_cycles={},
+        buffers={"ACT": BufferAccess(1, 1, 10**7, 0, 664),
+                 "WGT": BufferAccess(1, 1, 10**6, 10**6, 544),
+                 "PSUM": BufferAccess(1, 1, 10**7, 10**7, 136)},
+        dram=DramAccess(1, 1, 10**8, 10**7, {}), by_name={}, tiles={}, layers=1,
+        layers_simulated=1, notes=(),
+    )  # fmt: skip
+
+
+def test_cost_report_files(tmp_path: Path) -> None:
+    archs = [load_arch(a) for a in ("hbq_e_28nm", "amove_28nm")]
+    bds = [evaluate(_stats(a.name, w), a) for w in ("m1:p", "m2:p") for a in archs]
+    paths = write_cost_report(bds, tmp_path, notes=["note <b>"])
+    names = {p.name for p in paths}
+    for stem in ("cost_area", "cost_energy", "cost_pe"):
+        assert {f"{stem}.png", f"{stem}.svg"} <= names
+        assert (tmp_path / f"{stem}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert b"<svg" in (tmp_path / f"{stem}.svg").read_bytes()[:2000]
+    rows = list(csv.DictReader((tmp_path / "cost_report.csv").open()))
+    assert tuple(rows[0]) == COST_CSV_COLUMNS
+    for r in rows:
+        assert r["source"] and r["unit"] in ("um2", "J", "um2/MAC", "fJ/MAC")
+    # area once per arch (5 components + 2 PE rows), energy per run (7 components)
+    assert len(rows) == 2 * 7 + 4 * 7
+    dram = [r for r in rows if r["component"] == "dram"]
+    assert float(dram[0]["value"]) == pytest.approx(1.1e8 * 32e-12)
+    md = (tmp_path / "cost_report.md").read_text()
+    assert "## Area by component" in md and "![cost_area](cost_area.png)" in md
+    html = (tmp_path / "cost_report.html").read_text()
+    assert "note &lt;b&gt;" in html and "<img src='cost_energy.svg'" in html
+
+
+def test_area_only_report(tmp_path: Path) -> None:
+    paths = write_cost_report([arch_area(load_arch("hbq_a_28nm"))], tmp_path)
+    assert not any(p.name.startswith("cost_energy") for p in paths)
+    assert "Energy by component" not in (tmp_path / "cost_report.md").read_text()
+
+
+def test_cli_validate_no_system(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "hbq", "--no-system", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "PE area per MAC (published rows, ±5 %)" in out
+    assert (tmp_path / "hbq_validation.csv").is_file()
+
+
+def test_cli_report_area_only_and_one_workload(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["report", "hbq_e_28nm", "--area-only", "--out", str(tmp_path / "a")]) == 0
+    assert (
+        main(
+            [
+                "report",
+                "hbq_e_28nm",
+                "nvfp4_28nm",
+                "--workloads",
+                "llama-3.2-3b",
+                "--out",
+                str(tmp_path / "b"),
+            ]
+        )
+        == 0
+    )
+    rows = list(csv.DictReader((tmp_path / "b" / "cost_report.csv").open()))
+    assert {r["workload"] for r in rows if r["quantity"] == "energy"} == {"llama-3.2-3b:prefill_2k"}
+    assert main(["report", "no_such_arch"]) == 2
+
+
+@pytest.mark.slow
+def test_full_five_by_five_report_under_a_minute(tmp_path: Path) -> None:
+    t0 = time.perf_counter()
+    rc = main(
+        [
+            "report",
+            "hbq_e_28nm",
+            "hbq_a_28nm",
+            "nvfp4_28nm",
+            "mxfp_w4a8_28nm",
+            "amove_28nm",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert rc == 0
+    assert time.perf_counter() - t0 < 60.0
+    rows = list(csv.DictReader((tmp_path / "cost_report.csv").open()))
+    runs = {(r["arch"], r["workload"]) for r in rows if r["quantity"] == "energy"}
+    assert len(runs) == 25
