@@ -15,14 +15,15 @@ from collections.abc import Sequence
 from . import __version__
 
 # Order here is the order in --help.
-COMMANDS = ("demo", "quant")
+COMMANDS = ("demo", "quant", "sim", "cost", "validate", "report", "synth")
 
 DESCRIPTION = """\
 coaccel: accelerator co-design for LLM inference.
 
-Bit-exact numpy references of HBQ, DeltaLLM and GPU decode/offload workloads produce results
-and traces; cycle-approximate simulators turn traces into cycles; cost models turn them into
-energy and area; the Verilog in rtl/ is checked against the same references.
+Bit-exact numpy references (block-quantization formats: HBQ, OCP MX, NVFP4, BFP/INT; the
+HBQ integer datapath) produce results and traces; cycle-approximate simulators turn traces into
+cycles; cost models turn them into energy and area; the Verilog in rtl/ is checked against the
+same references, bit for bit.
 """
 
 EPILOG = """\

@@ -27,7 +27,7 @@
 //   TW       : threshold width (12 holds 2 * 52 * 15 = 1560 and the saturation value of N)
 // Ports:
 //   i_x      : binary16 value
-//   i_scale  : the block's E5M3 scale code {E[4:0], M[2:0]}
+//   i_e_scale: the exponent field E of the block's E5M3 scale code {E[4:0], M[2:0]}
 //   i_thr    : the 15 thresholds 8 * beta_k * D * (L2 multiplier), threshold k-1 at [TW*(k-1) +: TW]
 //   i_thr_l2 : 60 * D
 //   o_code   : E2M2 code {s, e[1:0], m[1:0]}
@@ -39,7 +39,7 @@ module hbq_act_elem #(
     parameter integer TW = 12
 ) (
     input  wire [15:0]      i_x,
-    input  wire [7:0]       i_scale,
+    input  wire [4:0]       i_e_scale,
     input  wire [15*TW-1:0] i_thr,
     input  wire [TW-1:0]    i_thr_l2,
     output wire [4:0]       o_code,
@@ -52,11 +52,10 @@ module hbq_act_elem #(
     wire       is_inf = (ex == 5'd31);
     wire [4:0] ee = (ex == 5'd0) ? 5'd1 : ex;
     wire [SW-1:0] xs = (ex == 5'd0) ? {1'b0, i_x[9:0]} : {1'b1, i_x[9:0]};
-    wire [4:0] e_scale = i_scale[7:3];
 
     // N = floor(X * 2^-s) with s = E + 4 - ee; s < 0 (never for a scale from this block's amax,
     // kept for safety) saturates.
-    wire signed [6:0] s = $signed({2'b00, e_scale}) + 7'sd4 - $signed({2'b00, ee});
+    wire signed [6:0] s = $signed({2'b00, i_e_scale}) + 7'sd4 - $signed({2'b00, ee});
     wire [5:0]    sh = s[5:0];
     wire [2*SW-1:0] t = {xs, {SW{1'b0}}} >> sh;  // integer part on top, dropped bits below
     wire          neg_shift = s[6];

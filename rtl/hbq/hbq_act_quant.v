@@ -54,7 +54,7 @@ module hbq_act_quant #(
     // E2M2 rounding boundaries in eighths (0.125, 0.375, ..., 6.5).
     localparam [15*8-1:0] BETA8 = {8'd52, 8'd44, 8'd36, 8'd30, 8'd26, 8'd22, 8'd18, 8'd15,
                                    8'd13, 8'd11, 8'd9, 8'd7, 8'd5, 8'd3, 8'd1};
-    localparam integer L2_BETA8 = 60;  // 7.5 in eighths
+    localparam [TW-1:0] L2_BETA8 = 60;  // 7.5 in eighths
 
     generate
         if (B % UB != 0 || B < 1 || UB < 1 || ROUNDING < 0 || ROUNDING > 1 ||
@@ -98,7 +98,7 @@ module hbq_act_quant #(
     wire [3:0] d = {1'b1, r1_scale[2:0]};  // significand in eighths, 8..15
     wire [15*TW-1:0] thr1;                  // thresholds at L2 multiplier 1
     wire [15*TW-1:0] thr2;                  // ... and 2
-    wire [TW-1:0]    thr_l2 = L2_BETA8 * d;
+    wire [TW-1:0]    thr_l2 = L2_BETA8 * {{(TW - 4){1'b0}}, d};
     genvar k, j, g;
     generate
         for (k = 0; k < 15; k = k + 1) begin : g_thr
@@ -117,7 +117,7 @@ module hbq_act_quant #(
             for (g = UB * j; g < UB * (j + 1); g = g + 1) begin : g_elem
                 hbq_act_elem #(.ROUNDING(ROUNDING), .TW(TW)) u_elem (
                     .i_x(r1_x[16*g +: 16]),
-                    .i_scale(r1_scale),
+                    .i_e_scale(r1_scale[7:3]),
                     .i_thr(thr),
                     .i_thr_l2(thr_l2),
                     .o_code(codes[5*g +: 5]),

@@ -32,6 +32,9 @@ module hbq_act_scale #(
     wire [4:0]  ea = i_amax[14:10];
     wire [10:0] a = {1'b1, i_amax[9:0]};
     wire        high = (a >= 11'd1792);  // A / 7 >= 256: binade 2^8
+    // A and 2A widened to the 32 bits of the integer boundaries they are compared with.
+    wire [31:0] a1 = {21'd0, a};
+    wire [31:0] a2 = {20'd0, a, 1'b0};
 
     // m8 = 8 + #{k in 9..16 : A reaches the rounding boundary between k - 1 and k}.
     reg [4:0] m8;
@@ -41,11 +44,11 @@ module hbq_act_scale #(
         for (k = 9; k <= 16; k = k + 1) begin
             if (SCALE_ROUNDING == 0) begin
                 // half up: A / L >= k - 1/2  <=>  2A >= (2k - 1) * L
-                if ({1'b0, a, 1'b0} >= (high ? (2 * k - 1) * 224 : (2 * k - 1) * 112))
+                if (a2 >= (high ? (2 * k - 1) * 224 : (2 * k - 1) * 112))
                     m8 = k[4:0];
             end else begin
                 // ceil: A / L > k - 1  <=>  A > (k - 1) * L
-                if ({2'b00, a} > (high ? (k - 1) * 224 : (k - 1) * 112))
+                if (a1 > (high ? (k - 1) * 224 : (k - 1) * 112))
                     m8 = k[4:0];
             end
         end

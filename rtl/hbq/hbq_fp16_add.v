@@ -70,9 +70,9 @@ module hbq_fp16_add (
 
     // ---- align y: shift right by shamt, OR every bit shifted out into the sticky bit --------
     wire [XW-1:0] y_ext = {sigy, 3'b000};
-    wire [XW-1:0] y_shr = (shamt >= XW) ? {XW{1'b0}} : (y_ext >> shamt);
+    wire [XW-1:0] y_shr = (shamt >= XW[4:0]) ? {XW{1'b0}} : (y_ext >> shamt);
     // Bits lost: y_ext has nonzero bits below position shamt.
-    wire [XW-1:0] lost_mask = (shamt >= XW) ? {XW{1'b1}} : ~({XW{1'b1}} << shamt);
+    wire [XW-1:0] lost_mask = (shamt >= XW[4:0]) ? {XW{1'b1}} : ~({XW{1'b1}} << shamt);
     wire          lost = |(y_ext & lost_mask);
     wire [XW-1:0] y_al = {y_shr[XW-1:1], y_shr[0] | lost};
     wire [XW-1:0] x_al = {sigx, 3'b000};

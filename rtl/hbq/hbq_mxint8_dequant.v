@@ -23,7 +23,7 @@ module hbq_mxint8_dequant #(
     input  wire [7:0]      i_x,
     output reg  [16*N-1:0] o_fp16
 );
-    localparam integer E_OFFSET = 127 - 15 + 1;  // biased exponent = i_x + L - E_OFFSET
+    localparam [10:0] E_OFFSET = 11'd113;  // 127 - 15 + 1: biased exponent = i_x + L - E_OFFSET
 
     reg        neg;
     reg  [7:0] qv;
@@ -43,7 +43,8 @@ module hbq_mxint8_dequant #(
             for (k = 0; k < 8; k = k + 1)
                 if (mag[k]) len = k[3:0] + 4'd1;
             aligned = mag << (4'd8 - len);
-            biased = $signed({3'b000, i_x}) + $signed({7'd0, len}) - E_OFFSET;
+            // 11-bit two's complement: i_x + L - 113 lies in -113 .. 150.
+            biased = {3'b000, i_x} + {7'd0, len} - E_OFFSET;
             if (mag == 8'd0 || biased < 11'sd1)
                 o_fp16[16*i +: 16] = 16'h0000;
             else if (biased > 11'sd30)

@@ -57,7 +57,7 @@ module hbq_mxint8_quant #(
             wire            sticky = |t[SW-2:0];
             wire            up = (ROUNDING == 0) & guard & (sticky | kept[0]);
             wire [7:0]      mag = kept[7:0] + {7'd0, up};  // 128 only when kept = 127
-            wire [7:0]      mag_c = (mag > QMAX) ? QMAX[7:0] : mag;
+            wire [7:0]      mag_c = (mag > QMAX[7:0]) ? QMAX[7:0] : mag;
             assign o_q[8*g +: 8] = i_v[16*g+15] ? (~mag_c + 8'd1) : mag_c;
         end
     endgenerate

@@ -13,9 +13,15 @@ at exactly 7.5 * S1 and one ULP either side (the L2 threshold), amax at exact E5
 of amax / 14 and one ULP either side, elements exactly on E2M2 rounding boundaries at L2
 multiplier 1 and 2 (half-away vs nearest-even ties, the 0.875 promotion, the 6.5 saturation
 edge), ±Inf elements, and uniformly random finite bit patterns (every exponent).
+
+``replay_committed_vectors`` replays ``tests/vectors/scale_e5m3.npz`` (E5M3 scale of a value,
+divisor 1: a block whose amax is 14 times the value) and ``tests/vectors/elem_e2m2.npz`` (E2M2
+codes of x at scale S: a block with S1 = S), with the expected codes taken from the files.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import cocotb
 import numpy as np
@@ -186,30 +192,17 @@ async def start(dut) -> dict:
 
 
 OUTPUTS = ("o_valid", "o_codes", "o_scale", "o_l2")
+VECTORS = Path(rtlkit.REPO_ROOT) / "tests" / "vectors"
 
 
-@cocotb.test()
-async def reset_clears_outputs(dut):
-    """After reset and before any input, every output is a resolved 0."""
-    await start(dut)
-    for _ in range(3):
-        await FallingEdge(dut.i_clk)
-        for name in OUTPUTS:
-            value = getattr(dut, name).value
-            assert value.is_resolvable and int(value) == 0, f"{name} = {value} after reset"
+async def stream(dut, words: list[int], rng: np.random.Generator | None = None) -> list[tuple]:
+    """Drive blocks back to back (random bubbles after the first 64 when ``rng`` is given).
 
-
-@cocotb.test()
-async def blocks_match_reference(dut):
-    """Seeded blocks of every class, streamed with bubbles: codes, scale, L2 are bit-exact."""
-    st = await start(dut)
-    cfg, params = st["cfg"], st["params"]
-    b, nub = params["B"], params["B"] // params["UB"]
-    rng = np.random.default_rng(cfg.get("seed", 1))
-    blocks, labels = make_blocks(rng, int(cfg.get("n_blocks", 1000)), params)
-    codes, scales, l2 = reference(blocks, params)
-    words = [_pack(row.view(np.uint16), 16) for row in blocks]
-
+    Returns:
+        Per block in input order: (latency in cycles, codes, scale code, L2 codes).
+    """
+    b = int(dut.B.value)
+    nub = b // int(dut.UB.value)
     cycle = 0
     issued: list[int] = []
     got: list[tuple[int, np.ndarray, int, np.ndarray]] = []
@@ -238,12 +231,36 @@ async def blocks_match_reference(dut):
             issued.append(cycle)  # the next rising edge samples it (edge 1)
 
     for i, word in enumerate(words):
-        if i >= 64 and rng.random() < 0.1:
+        if rng is not None and i >= 64 and rng.random() < 0.1:
             await tick(None)
         await tick(word)
     for _ in range(4):
         await tick(None)
     assert len(got) == len(words), f"{len(words)} blocks in, {len(got)} out"
+    return [(got[i][0] - issued[i], *got[i][1:]) for i in range(len(words))]
+
+
+@cocotb.test()
+async def reset_clears_outputs(dut):
+    """After reset and before any input, every output is a resolved 0."""
+    await start(dut)
+    for _ in range(3):
+        await FallingEdge(dut.i_clk)
+        for name in OUTPUTS:
+            value = getattr(dut, name).value
+            assert value.is_resolvable and int(value) == 0, f"{name} = {value} after reset"
+
+
+@cocotb.test()
+async def blocks_match_reference(dut):
+    """Seeded blocks of every class, streamed with bubbles: codes, scale, L2 are bit-exact."""
+    st = await start(dut)
+    cfg, params = st["cfg"], st["params"]
+    rng = np.random.default_rng(cfg.get("seed", 1))
+    blocks, labels = make_blocks(rng, int(cfg.get("n_blocks", 1000)), params)
+    codes, scales, l2 = reference(blocks, params)
+    words = [_pack(row.view(np.uint16), 16) for row in blocks]
+    got = await stream(dut, words, rng)
     bad = []
     for i in range(len(words)):
         _, c, s, l = got[i]
@@ -258,10 +275,11 @@ async def blocks_match_reference(dut):
             f"{c[diff].tolist()} ref {codes[i][diff].tolist()} x {blocks[i][diff].tolist()}"
         )
     assert not bad, f"{len(bad)} of {len(words)} blocks differ from the reference"
-    latency = {got[i][0] - issued[i] for i in range(len(words))}
+    latency = {g[0] for g in got}
     assert len(latency) == 1, latency
-    burst = [c for c, _, _, _ in got[:64]]
-    ii = (burst[-1] - burst[0]) / (len(burst) - 1)
+    # Initiation interval: the first 64 blocks go in back to back and come out back to back.
+    out_cycles = [lat + i for i, (lat, _, _, _) in enumerate(got[:64])]
+    ii = (out_cycles[-1] - out_cycles[0]) / (len(out_cycles) - 1)
     counts = {cls: labels.count(cls) for cls in CLASSES}
     rtlkit.write_results(
         {
@@ -271,5 +289,79 @@ async def blocks_match_reference(dut):
             "ii_cycles": ii,
             "l2_ones": int(l2.sum()),
             "scales_distinct": len(set(scales.tolist())),
+        }
+    )
+
+
+@cocotb.test()
+async def replay_committed_vectors(dut):
+    """The committed scale and element vectors, with the expected codes taken from the files."""
+    st = await start(dut)
+    params = st["params"]
+    b, ub = params["B"], params["UB"]
+    nub = b // ub
+    # Scale: value v with divisor 1 -> a block whose amax is 14 v (exact in binary16).
+    z = np.load(VECTORS / "scale_e5m3.npz")
+    v, div = z["value"], z["divisor"]
+    want = z["codes_ceil" if params["SCALE_ROUNDING"] else "codes_half_up"]
+    with np.errstate(all="ignore"):
+        amax = 14.0 * v
+        ok = (div == 1) & np.isfinite(v) & (v >= 0) & (amax <= 65504)
+        ok &= amax.astype(np.float16).astype(np.float64) == amax
+    scale_words, scale_want = [], []
+    for a, code in zip(amax[ok], want[ok], strict=True):
+        row = np.zeros(b, dtype=np.float16)
+        row[0] = a
+        scale_words.append(_pack(row.view(np.uint16), 16))
+        scale_want.append(int(code))
+    got = await stream(dut, scale_words)
+    bad_scale = [i for i, g in enumerate(got) if g[2] != scale_want[i]]
+    if bad_scale:
+        i = bad_scale[0]
+        raise AssertionError(
+            f"{len(bad_scale)} of {len(got)} replayed scales differ, e.g. amax {amax[ok][i]}: "
+            f"RTL {got[i][2]:#04x}, file {scale_want[i]:#04x}"
+        )
+    # Elements: x at scale S -> S1 = S from an amax of 14 S in micro-block 0 (whose multiplier
+    # is then 2), the x values in the other micro-blocks, which keep multiplier 1 when every
+    # |x| < 7.5 S.
+    z = np.load(VECTORS / "elem_e2m2.npz")
+    x, scale = z["x"], z["scale"]
+    codes = z["codes_rne" if params["ROUNDING"] else "codes_half_away"]
+    with np.errstate(all="ignore"):
+        exact = np.isfinite(x) & (x.astype(np.float16).astype(np.float64) == x)
+    lanes = [i for i in range(ub, b)]
+    elem_words, elem_want = [], []
+    n_elements = 0
+    for s1 in np.unique(scale):
+        sel = np.nonzero(exact & (scale == s1) & (np.abs(x) < 7.5 * s1))[0]
+        for first in range(0, len(sel), len(lanes)):
+            part = sel[first : first + len(lanes)]
+            row = np.zeros(b, dtype=np.float16)
+            row[0] = 14 * s1
+            expect = np.zeros(b, dtype=np.int64)
+            expect[0] = 15  # 14 S / (2 S) = 7.0, the E2M2 maximum {0, 11, 11}
+            row[lanes[: len(part)]] = x[part]
+            expect[lanes[: len(part)]] = codes[part]
+            e = int(np.floor(np.log2(s1)))
+            m = int(round((s1 / 2.0**e - 1) * 8))
+            elem_words.append(_pack(row.view(np.uint16), 16))
+            elem_want.append((expect, ((e + 15) << 3) | m))
+            n_elements += len(part)
+    got = await stream(dut, elem_words)
+    for i, (_, c, sc, l2) in enumerate(got):
+        expect, sc_want = elem_want[i]
+        assert sc == sc_want, f"element replay block {i}: scale {sc:#04x}, want {sc_want:#04x}"
+        assert l2.tolist() == [1] + [0] * (nub - 1), f"element replay block {i}: L2 {l2}"
+        diff = np.nonzero(c != expect)[0]
+        assert diff.size == 0, (
+            f"element replay block {i}: lanes {diff[:8].tolist()} RTL {c[diff[:8]].tolist()} "
+            f"file {expect[diff[:8]].tolist()}"
+        )
+    rtlkit.write_results(
+        {
+            "replay_scale_blocks": len(scale_words),
+            "replay_elements": n_elements,
+            "replay_element_blocks": len(elem_words),
         }
     )

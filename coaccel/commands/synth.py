@@ -1,0 +1,168 @@
+"""``coaccel synth``: Yosys gate / transistor / FPGA resource counts of the HBQ RTL blocks.
+
+Runs :func:`coaccel.synth.synthesize_all` over the selected block groups, writes the area table
+(CSV, columns :data:`coaccel.synth.COLUMNS`, the Yosys version on every row) and prints it, with
+the comparison against the published 28 nm per-MAC areas when the PE sweeps are included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+DEFAULT_TABLE = "hbq_area.csv"
+
+EPILOG = """\
+examples:
+  coaccel synth                                 every block group -> rtl/synth/hbq_area.csv
+  coaccel synth --blocks fp16_add,psum_unit --out /tmp/area.csv
+  coaccel synth --list                          the groups and their design points
+needs Yosys with a working ABC (Debian/Ubuntu: apt-get install yosys); see docs/synthesis.md
+"""
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``synth`` sub-command.
+
+    Args:
+        subparsers: the ``add_subparsers()`` object of the top-level parser.
+    """
+    p = subparsers.add_parser(
+        "synth",
+        help="Yosys gate, transistor and FPGA resource counts of the HBQ RTL blocks",
+        description=(
+            "Synthesize the HBQ RTL blocks with Yosys: generic CMOS gates and transistor "
+            "estimate (synth; abc -g cmos2; stat -tech cmos) and UltraScale+ LUT/FF/CARRY/DSP "
+            "counts (synth_xilinx -family xcup), one CSV row per design point, plus the "
+            "comparison of the PE sweeps with the published 28 nm per-MAC areas."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--blocks",
+        metavar="G1,G2,...",
+        help="comma-separated block groups (default: all; see --list)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        metavar="CSV",
+        help=f"area table to write (default: <rtl dir>/synth/{DEFAULT_TABLE}, the committed one)",
+    )
+    p.add_argument("--jobs", type=int, default=2, metavar="N", help="parallel Yosys runs (2)")
+    p.add_argument(
+        "--rtl-dir", type=Path, default=None, metavar="DIR", help="the rtl/ folder (auto)"
+    )
+    p.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep the Yosys scripts and logs here (default: a temporary folder)",
+    )
+    p.add_argument("--yosys", default=None, metavar="EXE", help="Yosys executable (yosys)")
+    p.add_argument(
+        "--timeout", type=float, default=3600.0, metavar="S", help="limit per Yosys run (3600 s)"
+    )
+    p.add_argument("--list", action="store_true", help="list the groups and exit")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(func=run, command="synth")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Execute ``coaccel synth``.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        Exit status 0.
+    """
+    from coaccel import synth
+
+    if args.list:
+        for group, points in synth.GROUPS.items():
+            print(f"{group}:")
+            for pt in points:
+                print(f"  {pt.top} {pt.param_string}".rstrip())
+        return 0
+    groups = [g.strip() for g in args.blocks.split(",") if g.strip()] if args.blocks else None
+    points = synth.select_points(groups)
+    rtl_dir = args.rtl_dir.resolve() if args.rtl_dir else synth.find_rtl_dir()
+
+    def progress(point: Any, row: dict[str, str], seconds: float) -> None:
+        if not args.quiet:
+            print(
+                f"synth: {point.slug}: {row['cmos_transistors']} transistors, "
+                f"{row['fpga_luts']} LUTs ({seconds:.0f} s)",
+                file=sys.stderr,
+            )
+
+    with tempfile.TemporaryDirectory(prefix="coaccel-synth-") as tmp:
+        work = args.work_dir if args.work_dir is not None else Path(tmp)
+        rows = synth.synthesize_all(
+            points,
+            rtl_dir=rtl_dir,
+            work_dir=work,
+            yosys=args.yosys,
+            jobs=args.jobs,
+            timeout_s=args.timeout,
+            progress=progress,
+        )
+    out = args.out if args.out is not None else rtl_dir / "synth" / DEFAULT_TABLE
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(synth.rows_to_csv(rows))
+    _print_table(rows)
+    cal = synth.calibration(rows)
+    if cal:
+        print()
+        _print_calibration(cal)
+    parts = synth.breakdown(rows)
+    if parts:
+        print("\nμB = 32 PE datapath parts, share of their sum vs the published §2.3 breakdown:")
+        for p in parts:
+            print(
+                f"  {p['part']:12s} {p['transistors']:8d} T {p['share']:6.1%}   "
+                f"published {p['published_um2']:7.1f} µm² {p['published_share']:6.1%}"
+            )
+    print(f"\nwrote {out}")
+    return 0
+
+
+def _print_table(rows: list[dict[str, str]]) -> None:
+    cols = (
+        ("top", "top"),
+        ("params", "params"),
+        ("cells", "asic_cells"),
+        ("DFF", "asic_dff_cells"),
+        ("transistors", "cmos_transistors"),
+        ("T/MAC", "cmos_transistors_per_mac"),
+        ("LUT", "fpga_luts"),
+        ("FF", "fpga_ffs"),
+        ("CARRY", "fpga_carry_cells"),
+        ("DSP", "fpga_dsps"),
+    )
+    widths = [max(len(h), *(len(r[k]) for r in rows)) for h, k in cols]
+    print("  ".join(h.ljust(w) for (h, _), w in zip(cols, widths, strict=True)))
+    for r in rows:
+        print("  ".join(r[k].ljust(w) for (_, k), w in zip(cols, widths, strict=True)))
+    print(f"({rows[0]['yosys_version']})" if rows else "")
+
+
+def _print_calibration(cal: list[dict[str, object]]) -> None:
+    print("transistors/MAC vs published 28 nm µm²/MAC, both normalized to the reference point:")
+    print(
+        f"{'sweep':40s} {'point':12s} {'T/MAC':>8s} {'µm²/MAC':>8s} {'T ratio':>8s} "
+        f"{'pub ratio':>9s} {'error':>7s}"
+    )
+    for c in cal:
+        print(
+            f"{c['sweep']!s:40s} {c['point']!s:12s} {c['transistors_per_mac']:8.1f} "
+            f"{c['published_um2_per_mac']:8.2f} {c['transistor_ratio']:8.3f} "
+            f"{c['published_ratio']:9.3f} {c['ratio_error']:+7.1%}"
+        )

@@ -1,0 +1,680 @@
+"""Yosys synthesis of the HBQ RTL blocks: gate, transistor and FPGA resource counts.
+
+Each design point (an RTL top module with HDL parameter overrides) is synthesized twice with
+Yosys, using the script templates in ``rtl/synth/``:
+
+* **ASIC view** (``asic.ys``): ``synth -flatten``, every flip-flop lowered to a plain D flip-flop
+  (``dfflegalize``), ``abc -g cmos2`` (NAND / NOR / NOT), ``stat -tech cmos`` (generic-cell
+  counts and Yosys's CMOS transistor estimate: NAND2/NOR2 4, NOT 2, DFF 16 transistors).
+* **FPGA view** (``fpga.ys``): ``synth_xilinx -family xcup`` (UltraScale+, the KV260's family),
+  LUT / flip-flop / CARRY / DSP / block-RAM counts.
+
+Every log must end with the statistics that are parsed (Yosys builds whose ABC step dies silently
+would otherwise yield truncated numbers, see ``docs/synthesis.md``); a log that does not raises
+:class:`SynthError`.
+
+The results are rows of :data:`COLUMNS` (the committed table is ``rtl/synth/hbq_area.csv``;
+``coaccel synth`` writes it). :func:`calibration` compares the PE sweeps with the published
+TSMC 28 nm per-MAC areas of specs/hbq.md §3.5 after normalizing both to the μB = 32 point.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import csv
+import hashlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from .errors import CoaccelError, MissingDependencyError
+
+__all__ = [
+    "COLUMNS",
+    "GROUPS",
+    "PUBLISHED_ACT_BITS_L1_UM2_PER_MAC",
+    "PUBLISHED_PE_BREAKDOWN_UM2",
+    "PUBLISHED_UB_UM2_PER_MAC",
+    "SynthError",
+    "SynthPoint",
+    "asic_script",
+    "breakdown",
+    "calibration",
+    "find_rtl_dir",
+    "find_yosys",
+    "fpga_script",
+    "parse_asic_log",
+    "parse_fpga_log",
+    "read_area_csv",
+    "rows_to_csv",
+    "select_points",
+    "source_digest",
+    "synthesize",
+    "synthesize_all",
+    "yosys_version",
+]
+
+
+class SynthError(CoaccelError):
+    """A Yosys run failed, timed out, or its log lacks the statistics that are parsed."""
+
+
+@dataclass(frozen=True)
+class SynthPoint:
+    """One design point: a top module with HDL parameter overrides.
+
+    Attributes:
+        group: the sweep group it belongs to (a key of :data:`GROUPS`).
+        top: the top module (file ``rtl/hbq/<top>.v``).
+        modules: every module the top instantiates, top first (one file per module).
+        params: HDL parameter overrides as ``(name, value)`` pairs, in table order.
+        macs: multiply-accumulates per cycle (B for a PE), 0 for blocks without MACs.
+    """
+
+    group: str
+    top: str
+    modules: tuple[str, ...]
+    params: tuple[tuple[str, int], ...] = ()
+    macs: int = 0
+
+    @property
+    def param_string(self) -> str:
+        """The ``params`` column: ``"K1=v1;K2=v2"`` (empty without overrides)."""
+        return ";".join(f"{k}={v}" for k, v in self.params)
+
+    @property
+    def slug(self) -> str:
+        """A file-system-safe unique name, e.g. ``"hbq_pe-B128-UB32"``."""
+        return "-".join([self.top, *(f"{k}{v}" for k, v in self.params)])
+
+
+COLUMNS = (
+    "group",
+    "top",
+    "params",
+    "macs",
+    "asic_cells",
+    "asic_dff_cells",
+    "asic_nand_cells",
+    "asic_nor_cells",
+    "asic_not_cells",
+    "cmos_transistors",
+    "cmos_transistors_per_mac",
+    "fpga_luts",
+    "fpga_ffs",
+    "fpga_carry_cells",
+    "fpga_dsps",
+    "fpga_bram18",
+    "rtl_digest",
+    "yosys_version",
+)
+"""Columns of the area table. Every count is a number of cells (or transistors) of the
+synthesized netlist; ``cmos_transistors_per_mac`` is ``cmos_transistors / macs`` (empty when
+``macs`` is 0); ``fpga_bram18`` counts 18 Kb block-RAM halves (RAMB36 = 2); ``rtl_digest``
+identifies the sources and scripts the row was synthesized from (:func:`source_digest`), so a
+stale row is detected without running Yosys."""
+
+# ---- the design points --------------------------------------------------------------------
+
+_PE_MODULES = ("hbq_pe", "hbq_mul", "hbq_adder_tree", "hbq_l1_convert")
+_PSUM_MODULES = ("hbq_psum_unit", "hbq_mxint8_dequant", "hbq_mxint8_quant", "hbq_fp16_add")
+_ACT_MODULES = ("hbq_act_quant", "hbq_act_scale", "hbq_act_elem")
+
+
+def _pe(group: str, **params: int) -> SynthPoint:
+    full = {"B": 128, **params}
+    return SynthPoint(group, "hbq_pe", _PE_MODULES, tuple(full.items()), macs=full["B"])
+
+
+GROUPS: Mapping[str, tuple[SynthPoint, ...]] = MappingProxyType(
+    {
+        "fp16_add": (SynthPoint("fp16_add", "hbq_fp16_add", ("hbq_fp16_add",)),),
+        "mxint8": tuple(
+            SynthPoint("mxint8", top, (top,), (("N", n),))
+            for n in (16, 32)
+            for top in ("hbq_mxint8_quant", "hbq_mxint8_dequant")
+        ),
+        "psum_unit": tuple(
+            SynthPoint("psum_unit", "hbq_psum_unit", _PSUM_MODULES, (("SA_N", n),))
+            for n in (16, 32)
+        ),
+        "act_quant": (
+            SynthPoint("act_quant", "hbq_act_quant", _ACT_MODULES, (("B", 128), ("UB", 32))),
+        ),
+        # HBQ PE (SIG-1 2-bit activations x Mix weights, exact FP16 conversion) over the micro-block
+        # size: the published 28 nm sweep of specs/hbq.md §3.5.
+        "pe_ub": tuple(_pe("pe_ub", UB=ub, ACT_BITS=5) for ub in (4, 8, 16, 32, 64)),
+        # The same PE at μB = 32 over the activation element width E2M(ACT_BITS-3).
+        "pe_act": tuple(_pe("pe_act", UB=32, ACT_BITS=a) for a in (4, 5, 6, 7, 8)),
+        # Other PE configurations: the accelerator's 1-bit PoT activations (F = 6), and the
+        # rtl_compat FP16 conversion.
+        "pe_variants": (
+            _pe("pe_variants", UB=32, ACT_BITS=5, ACT_L2=1, ACT_L2_BITS=1),
+            _pe("pe_variants", UB=32, ACT_BITS=5, OUT_MODE=1),
+        ),
+        # L1-only block-quantization PE (no L2 on either operand), B = 128: the published baseline
+        # BQ PE (FP8 E5M3 scale) has public points at A4, A5 (the Fig 10 reference) and A8.
+        "pe_l1": tuple(_pe("pe_l1", UB=32, ACT_BITS=a, ACT_L2=0, W_L2=0) for a in (4, 5, 6, 7, 8)),
+        # Parts of the μB = 32 HBQ-E PE for the §2.3 breakdown: the 128 multiplier lanes, one
+        # micro-block tree, the L2 tree, the L1 conversion (widths as hbq_pe derives them for
+        # B=128, UB=32, SIG-1 x Mix).
+        "pe_parts": (
+            SynthPoint(
+                "pe_parts", "hbq_mul", ("hbq_mul",), (("N", 128), ("ACT_BITS", 5), ("PW", 10))
+            ),
+            SynthPoint(
+                "pe_parts",
+                "hbq_adder_tree",
+                ("hbq_adder_tree",),
+                (("N", 32), ("IW", 10), ("OW", 15)),
+            ),
+            SynthPoint(
+                "pe_parts",
+                "hbq_adder_tree",
+                ("hbq_adder_tree",),
+                (("N", 4), ("IW", 22), ("OW", 24)),
+            ),
+            SynthPoint("pe_parts", "hbq_l1_convert", ("hbq_l1_convert",), (("PTW", 24), ("F", 7))),
+        ),
+    }
+)
+"""Every design point, by sweep group (``coaccel synth --blocks`` selects groups)."""
+
+# ---- published reference numbers (specs/hbq.md §3.5 and §2.3, TSMC 28 nm) ------------------
+
+PUBLISHED_UB_UM2_PER_MAC: Mapping[int, float] = MappingProxyType(
+    {4: 103.51, 8: 86.60, 16: 77.30, 32: 72.27, 64: 70.28}
+)
+"""HBQ PE (B = 128, W4A5) area per MAC vs μB, µm² (``HBQ_uB_area_results.tsv``, Fig 10)."""
+
+PUBLISHED_ACT_BITS_L1_UM2_PER_MAC: Mapping[int, float] = MappingProxyType(
+    {4: 57.84, 5: 67.97, 8: 94.19}
+)
+"""L1-only block-quantization PE with an FP8 (E5M3) scale, B = 128, W4 x A(bits), µm²/MAC:
+A4 and A8 from the baseline sweep table, A5 from the Fig 10 L1-only reference (§3.5). The
+A6/A7 rows are held back by the spec as a validation set and are not used here."""
+
+PUBLISHED_PE_BREAKDOWN_UM2: Mapping[str, float] = MappingProxyType(
+    {"multipliers": 4 * 1071.0, "ub_trees": 4 * 664.0, "l2_tree": 128.0, "l1_convert": 394.0}
+)
+"""One HBQ-E PE of the 32-PE accelerator (B = 128, μB = 32), µm² (§2.3 area breakdown):
+4 x FP_mul_vector(32), 4 x ADDER_TREE_32, the L2 adder tree, FX2FP + Scale_NV."""
+
+
+# ---- locating tools and sources ---------------------------------------------------------
+
+
+def find_yosys(yosys: str | None = None) -> str:
+    """Path of the Yosys executable.
+
+    Args:
+        yosys: an explicit path or name; default ``$COACCEL_YOSYS`` or ``yosys`` on ``PATH``.
+
+    Returns:
+        The resolved path.
+
+    Raises:
+        MissingDependencyError: Yosys is not found.
+    """
+    name = yosys or os.environ.get("COACCEL_YOSYS") or "yosys"
+    path = shutil.which(name)
+    if path is None:
+        raise MissingDependencyError(
+            f"Yosys ({name!r}) is not on PATH; install it (Debian/Ubuntu: apt-get install yosys)"
+        )
+    return path
+
+
+def yosys_version(yosys: str) -> str:
+    """The version line of a Yosys executable, e.g. ``"Yosys 0.23 (git sha1 7ce5011c24b)"``."""
+    out = subprocess.run([yosys, "-V"], capture_output=True, text=True, check=True)
+    line = out.stdout.strip().splitlines()[0] if out.stdout.strip() else ""
+    if not line.startswith("Yosys"):
+        raise SynthError(f"{yosys} -V printed {out.stdout!r}, not a Yosys version")
+    return line
+
+
+def find_rtl_dir(start: Path | None = None) -> Path:
+    """The repository's ``rtl/`` folder (it is not part of the installed package).
+
+    Looks in ``start`` (default: the working directory) and its parents, then next to the
+    source tree of this package (editable installs).
+
+    Returns:
+        The ``rtl`` directory (it contains ``hbq/`` and ``synth/``).
+
+    Raises:
+        CoaccelError: no such directory is found.
+    """
+    here = (start or Path.cwd()).resolve()
+    candidates = [p / "rtl" for p in (here, *here.parents)]
+    candidates.append(Path(__file__).resolve().parents[1] / "rtl")
+    for c in candidates:
+        if (c / "hbq").is_dir() and (c / "synth").is_dir():
+            return c
+    raise CoaccelError(
+        "cannot find the rtl/ folder (with hbq/ and synth/); run from a coaccel checkout or "
+        "pass --rtl-dir"
+    )
+
+
+def select_points(groups: Iterable[str] | None = None) -> list[SynthPoint]:
+    """The design points of the named groups (all groups by default), in table order.
+
+    Raises:
+        CoaccelError: an unknown group name (the message lists the valid ones).
+    """
+    names = list(GROUPS) if groups is None else list(groups)
+    unknown = [g for g in names if g not in GROUPS]
+    if unknown:
+        raise CoaccelError(
+            f"unknown block group(s) {', '.join(unknown)}; valid: {', '.join(GROUPS)}"
+        )
+    return [p for g in names for p in GROUPS[g]]
+
+
+# ---- scripts ------------------------------------------------------------------------------
+
+
+def _fill(template: str, point: SynthPoint, rtl_dir: Path) -> str:
+    sources = []
+    for m in point.modules:
+        path = Path(rtl_dir).resolve() / "hbq" / f"{m}.v"
+        if not path.is_file():
+            raise SynthError(f"{point.slug}: source {path} does not exist")
+        sources.append(str(path))
+    chparams = " ".join(f"-chparam {k} {v}" for k, v in point.params)
+    return (
+        template.replace("@SOURCES@", " ".join(sources))
+        .replace("@TOP@", point.top)
+        .replace("@CHPARAMS@", chparams)
+    )
+
+
+def source_digest(point: SynthPoint, rtl_dir: Path) -> str:
+    """A short digest of what a point's row depends on: its Verilog files and both scripts.
+
+    Args:
+        point: the design point.
+        rtl_dir: the ``rtl/`` folder.
+
+    Returns:
+        The first 16 hex digits of the SHA-256 over the module files (in ``point.modules``
+        order) and the two script templates, each prefixed by its name.
+    """
+    root = Path(rtl_dir).resolve()
+    h = hashlib.sha256()
+    files = [root / "hbq" / f"{m}.v" for m in point.modules]
+    files += [root / "synth" / "asic.ys", root / "synth" / "fpga.ys"]
+    for f in files:
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def asic_script(point: SynthPoint, rtl_dir: Path) -> str:
+    """The ASIC-view Yosys script of a point (``rtl/synth/asic.ys`` filled in)."""
+    return _fill((rtl_dir / "synth" / "asic.ys").read_text(), point, rtl_dir)
+
+
+def fpga_script(point: SynthPoint, rtl_dir: Path) -> str:
+    """The FPGA-view Yosys script of a point (``rtl/synth/fpga.ys`` filled in)."""
+    return _fill((rtl_dir / "synth" / "fpga.ys").read_text(), point, rtl_dir)
+
+
+# ---- log parsing --------------------------------------------------------------------------
+
+_CELL_LINE = re.compile(r"^\s+(\S+)\s+(\d+)\s*$")
+
+
+def _last_stat_block(log: str, what: str) -> tuple[str, dict[str, int]]:
+    """The text after the last ``Printing statistics.`` and its per-cell-type counts."""
+    if "End of script." not in log:
+        raise SynthError(f"{what}: the Yosys log does not reach 'End of script.' (cut off?)")
+    pos = log.rfind("Printing statistics.")
+    if pos < 0:
+        raise SynthError(f"{what}: the Yosys log has no 'Printing statistics.' section")
+    block = log[pos : log.rfind("End of script.")]
+    m = re.search(r"Number of cells:\s+(\d+)\n((?:\s+\S+\s+\d+\n)*)", block)
+    if m is None:
+        raise SynthError(f"{what}: no cell list in the statistics")
+    cells = {}
+    for line in m.group(2).splitlines():
+        cm = _CELL_LINE.match(line)
+        if cm:
+            cells[cm.group(1)] = int(cm.group(2))
+    if sum(cells.values()) != int(m.group(1)):
+        raise SynthError(f"{what}: cell types do not add up to 'Number of cells'")
+    return block, cells
+
+
+def parse_asic_log(log: str, what: str = "asic") -> dict[str, int]:
+    """Counts from an ASIC-view log (the final ``stat -tech cmos``).
+
+    Args:
+        log: the complete Yosys log text.
+        what: a label for error messages.
+
+    Returns:
+        ``asic_cells``, ``asic_dff_cells``, ``asic_nand_cells``, ``asic_nor_cells``,
+        ``asic_not_cells`` and ``cmos_transistors``.
+
+    Raises:
+        SynthError: the log is cut off, lacks the statistics, holds cells outside NAND / NOR /
+            NOT / DFF, or the transistor estimate is partial (``N+``).
+    """
+    block, cells = _last_stat_block(log, what)
+    m = re.search(r"Estimated number of transistors:\s+(\d+)(\+?)", block)
+    if m is None:
+        raise SynthError(f"{what}: no 'Estimated number of transistors' in the statistics")
+    if m.group(2):
+        raise SynthError(f"{what}: partial transistor estimate {m.group(0)!r} (unpriced cells)")
+    known = {"$_NAND_", "$_NOR_", "$_NOT_", "$_DFF_P_"}
+    extra = sorted(set(cells) - known)
+    if extra:
+        raise SynthError(f"{what}: unexpected cell types after abc -g cmos2: {', '.join(extra)}")
+    return {
+        "asic_cells": sum(cells.values()),
+        "asic_dff_cells": cells.get("$_DFF_P_", 0),
+        "asic_nand_cells": cells.get("$_NAND_", 0),
+        "asic_nor_cells": cells.get("$_NOR_", 0),
+        "asic_not_cells": cells.get("$_NOT_", 0),
+        "cmos_transistors": int(m.group(1)),
+    }
+
+
+_FPGA_KINDS: tuple[tuple[str, re.Pattern[str], int], ...] = (
+    ("fpga_luts", re.compile(r"^(LUT[1-6](_2)?|INV)$"), 1),
+    ("fpga_ffs", re.compile(r"^FD[RSCP]E(_1)?$"), 1),
+    ("fpga_carry_cells", re.compile(r"^CARRY(4|8)$"), 1),
+    ("fpga_dsps", re.compile(r"^DSP48E[12]$"), 1),
+    ("fpga_bram18", re.compile(r"^RAMB18E[12]$"), 1),
+    ("fpga_bram18", re.compile(r"^RAMB36E[12]$"), 2),
+)
+_FPGA_IGNORED = re.compile(r"^(MUXF[789]|BUFG|IBUF|OBUF|GND|VCC|RAM\d+[XM]\d*\w*|SRL\w+)$")
+
+
+def parse_fpga_log(log: str, what: str = "fpga") -> dict[str, int]:
+    """Counts from an FPGA-view log (the final ``stat`` after ``synth_xilinx``).
+
+    Args:
+        log: the complete Yosys log text.
+        what: a label for error messages.
+
+    Returns:
+        ``fpga_luts``, ``fpga_ffs``, ``fpga_carry_cells``, ``fpga_dsps``, ``fpga_bram18``.
+
+    Raises:
+        SynthError: the log is cut off or lacks the statistics, or holds a cell type that is
+            neither counted nor known to be free of LUT/FF cost (so nothing is silently lost).
+    """
+    _, cells = _last_stat_block(log, what)
+    out = {key: 0 for key, _, _ in _FPGA_KINDS}
+    for name, count in cells.items():
+        for key, pattern, weight in _FPGA_KINDS:
+            if pattern.match(name):
+                out[key] += weight * count
+                break
+        else:
+            if not _FPGA_IGNORED.match(name):
+                raise SynthError(f"{what}: unexpected Xilinx cell type {name!r}")
+    return out
+
+
+# ---- running Yosys --------------------------------------------------------------------------
+
+
+def _run_yosys(yosys: str, script: str, work: Path, name: str, timeout_s: float) -> str:
+    work.mkdir(parents=True, exist_ok=True)
+    ys = work / f"{name}.ys"
+    log = work / f"{name}.log"
+    ys.write_text(script)
+    try:
+        proc = subprocess.run(
+            [yosys, "-q", "-l", str(log), "-s", str(ys)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            cwd=work,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise SynthError(f"{work.name}/{name}: Yosys ran past {timeout_s:.0f} s") from exc
+    text = log.read_text() if log.is_file() else ""
+    if proc.returncode != 0:
+        tail = (proc.stderr or text)[-2000:]
+        raise SynthError(f"{work.name}/{name}: Yosys exited with {proc.returncode}:\n{tail}")
+    return text
+
+
+def synthesize(
+    point: SynthPoint,
+    *,
+    rtl_dir: Path,
+    work_dir: Path,
+    yosys: str,
+    version: str,
+    timeout_s: float = 3600.0,
+) -> dict[str, str]:
+    """Synthesize one point in both views and return its table row.
+
+    Args:
+        point: the design point.
+        rtl_dir: the ``rtl/`` folder (sources and script templates).
+        work_dir: scratch folder; scripts and logs go to ``work_dir / point.slug``.
+        yosys: the Yosys executable (:func:`find_yosys`).
+        version: its version line (:func:`yosys_version`), written on the row.
+        timeout_s: wall-clock limit per Yosys run, seconds.
+
+    Returns:
+        The row: a dict over :data:`COLUMNS`, values as CSV text.
+
+    Raises:
+        SynthError: a run failed or a log lacks the statistics.
+    """
+    work = Path(work_dir) / point.slug
+    # Digest first: a source edited while Yosys runs then leaves a row that reads as stale.
+    digest = source_digest(point, rtl_dir)
+    asic = parse_asic_log(
+        _run_yosys(yosys, asic_script(point, rtl_dir), work, "asic", timeout_s),
+        f"{point.slug} asic",
+    )
+    fpga = parse_fpga_log(
+        _run_yosys(yosys, fpga_script(point, rtl_dir), work, "fpga", timeout_s),
+        f"{point.slug} fpga",
+    )
+    per_mac = f"{asic['cmos_transistors'] / point.macs:.2f}" if point.macs else ""
+    row = {
+        "group": point.group,
+        "top": point.top,
+        "params": point.param_string,
+        "macs": str(point.macs),
+        **{k: str(v) for k, v in asic.items()},
+        "cmos_transistors_per_mac": per_mac,
+        **{k: str(v) for k, v in fpga.items()},
+        "rtl_digest": digest,
+        "yosys_version": version,
+    }
+    return {c: row[c] for c in COLUMNS}
+
+
+def synthesize_all(
+    points: Sequence[SynthPoint],
+    *,
+    rtl_dir: Path,
+    work_dir: Path,
+    yosys: str | None = None,
+    jobs: int = 1,
+    timeout_s: float = 3600.0,
+    progress: Callable[[SynthPoint, dict[str, str], float], None] | None = None,
+) -> list[dict[str, str]]:
+    """Synthesize several points (``jobs`` Yosys processes at a time), rows in input order.
+
+    Args:
+        points: the design points (:func:`select_points`).
+        rtl_dir: the ``rtl/`` folder.
+        work_dir: scratch folder for scripts and logs.
+        yosys: the Yosys executable (default :func:`find_yosys`).
+        jobs: parallel Yosys processes.
+        timeout_s: wall-clock limit per Yosys run, seconds.
+        progress: called as ``progress(point, row, seconds)`` when a point finishes.
+
+    Returns:
+        One row per point, in the order of ``points``.
+    """
+    exe = find_yosys(yosys)
+    version = yosys_version(exe)
+    # A point listed in several groups (e.g. the μB = 32, A5 PE) is synthesized once.
+    unique: dict[tuple[str, tuple[tuple[str, int], ...]], SynthPoint] = {}
+    for p in points:
+        unique.setdefault((p.top, p.params), p)
+
+    def one(p: SynthPoint) -> dict[str, str]:
+        t0 = time.perf_counter()
+        row = synthesize(
+            p,
+            rtl_dir=rtl_dir,
+            work_dir=work_dir,
+            yosys=exe,
+            version=version,
+            timeout_s=timeout_s,
+        )
+        if progress is not None:
+            progress(p, row, time.perf_counter() - t0)
+        return row
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        done = dict(zip(unique, pool.map(one, unique.values()), strict=True))
+    return [{**done[(p.top, p.params)], "group": p.group} for p in points]
+
+
+# ---- the table --------------------------------------------------------------------------
+
+
+def rows_to_csv(rows: Iterable[Mapping[str, str]]) -> str:
+    """CSV text (header :data:`COLUMNS`, ``\\n`` line ends) of table rows."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({c: r[c] for c in COLUMNS})
+    return buf.getvalue()
+
+
+def read_area_csv(path: Path) -> list[dict[str, str]]:
+    """Rows of an area table written by ``coaccel synth``.
+
+    Raises:
+        CoaccelError: the header is not :data:`COLUMNS`.
+    """
+    with Path(path).open(newline="") as f:
+        reader = csv.DictReader(f)
+        if tuple(reader.fieldnames or ()) != COLUMNS:
+            raise CoaccelError(f"{path}: header {reader.fieldnames}, expected {list(COLUMNS)}")
+        return list(reader)
+
+
+def _params(row: Mapping[str, str]) -> dict[str, int]:
+    return {k: int(v) for k, v in (kv.split("=") for kv in row["params"].split(";") if kv)}
+
+
+def calibration(rows: Iterable[Mapping[str, str]]) -> list[dict[str, object]]:
+    """Compare transistor-count scaling with the published 28 nm per-MAC areas.
+
+    Both sides are normalized to a reference point of their sweep (μB = 32 for the μB sweep,
+    ACT_BITS = 5 for the L1-only activation-width sweep) and compared as ratios; the
+    ``ratio_error`` is ``transistor_ratio / published_ratio - 1``. The HBQ-E vs HBQ-A row
+    (μB 32 vs 8) is included as its own line.
+
+    Args:
+        rows: area-table rows (need the ``pe_ub`` and/or ``pe_l1`` groups).
+
+    Returns:
+        One dict per compared point: ``sweep``, ``point``, ``transistors_per_mac``,
+        ``published_um2_per_mac``, ``transistor_ratio``, ``published_ratio``, ``ratio_error``.
+    """
+    rows = list(rows)
+    out: list[dict[str, object]] = []
+
+    def sweep(group: str, key: str, published: Mapping[int, float], ref: int, label: str):
+        tpm = {
+            _params(r)[key]: float(r["cmos_transistors_per_mac"])
+            for r in rows
+            if r["group"] == group
+        }
+        if ref not in tpm:
+            return
+        for x in sorted(published):
+            if x not in tpm:
+                continue
+            t_ratio = tpm[x] / tpm[ref]
+            p_ratio = published[x] / published[ref]
+            out.append(
+                {
+                    "sweep": label,
+                    "point": f"{key}={x}",
+                    "transistors_per_mac": tpm[x],
+                    "published_um2_per_mac": published[x],
+                    "transistor_ratio": t_ratio,
+                    "published_ratio": p_ratio,
+                    "ratio_error": t_ratio / p_ratio - 1.0,
+                }
+            )
+
+    sweep("pe_ub", "UB", PUBLISHED_UB_UM2_PER_MAC, 32, "HBQ PE, μB sweep (ref μB=32)")
+    sweep(
+        "pe_l1",
+        "ACT_BITS",
+        PUBLISHED_ACT_BITS_L1_UM2_PER_MAC,
+        5,
+        "L1-only PE, activation bits (ref A5)",
+    )
+    return out
+
+
+_PART_ROWS = {
+    "multipliers": ("hbq_mul", "N=128;ACT_BITS=5;PW=10", 1),
+    "ub_trees": ("hbq_adder_tree", "N=32;IW=10;OW=15", 4),  # B / μB = 4 trees
+    "l2_tree": ("hbq_adder_tree", "N=4;IW=22;OW=24", 1),
+    "l1_convert": ("hbq_l1_convert", "PTW=24;F=7", 1),
+}
+
+
+def breakdown(rows: Iterable[Mapping[str, str]]) -> list[dict[str, object]]:
+    """Shares of the μB = 32 PE's datapath parts vs the published §2.3 breakdown.
+
+    Both sides are reduced to the four parts of :data:`PUBLISHED_PE_BREAKDOWN_UM2` (128
+    multipliers, the B/μB = 4 micro-block trees, the L2 tree, the L1 conversion) and each part is
+    given as a share of their sum (registers and local logic are counted differently on the two
+    sides, so they are left out).
+
+    Args:
+        rows: area-table rows (need the ``pe_parts`` group).
+
+    Returns:
+        One dict per part: ``part``, ``transistors``, ``share``, ``published_um2``,
+        ``published_share``; empty if a part row is missing.
+    """
+    t = {(r["top"], r["params"]): int(r["cmos_transistors"]) for r in rows}
+    ours = {}
+    for part, (top, params, count) in _PART_ROWS.items():
+        if (top, params) not in t:
+            return []
+        ours[part] = count * t[(top, params)]
+    total = sum(ours.values())
+    pub_total = sum(PUBLISHED_PE_BREAKDOWN_UM2.values())
+    return [
+        {
+            "part": part,
+            "transistors": ours[part],
+            "share": ours[part] / total,
+            "published_um2": PUBLISHED_PE_BREAKDOWN_UM2[part],
+            "published_share": PUBLISHED_PE_BREAKDOWN_UM2[part] / pub_total,
+        }
+        for part in ours
+    ]
