@@ -7,7 +7,15 @@ Yosys, using the script templates in ``rtl/synth/``:
   (``dfflegalize``), ``abc -g cmos2`` (NAND / NOR / NOT), ``stat -tech cmos`` (generic-cell
   counts and Yosys's CMOS transistor estimate: NAND2/NOR2 4, NOT 2, DFF 16 transistors).
 * **FPGA view** (``fpga.ys``): ``synth_xilinx -family xcup`` (UltraScale+, the KV260's family),
-  LUT / flip-flop / CARRY / DSP / block-RAM counts.
+  LUT / flip-flop / CARRY / DSP / block-RAM / LUTRAM counts.
+
+The array top (``hbq_array``, group ``array``) is too large to flatten: its ASIC view
+(``asic_array.ys``) keeps the PE and the partial-sum unit as hierarchy levels (each synthesized
+and mapped once, whatever its instance count), turns the buffers (``hbq_ram_1r1w``) into black-box
+SRAM macros whose bits are reported separately (``sram_macros``, ``sram_bits``), and parses the
+``design hierarchy`` totals of ``stat -tech cmos``, which Yosys forms by multiplying every
+module's counts by its instance count (:func:`parse_asic_hier_log` re-does that sum and rejects a
+log where it does not hold).
 
 Every log must end with the statistics that are parsed (Yosys builds whose ABC step dies silently
 would otherwise yield truncated numbers, see ``docs/synthesis.md``); a log that does not raises
@@ -50,8 +58,11 @@ __all__ = [
     "find_rtl_dir",
     "find_yosys",
     "fpga_script",
+    "merge_rows",
+    "parse_asic_hier_log",
     "parse_asic_log",
     "parse_fpga_log",
+    "parse_hierarchy",
     "read_area_csv",
     "rows_to_csv",
     "select_points",
@@ -76,6 +87,10 @@ class SynthPoint:
         modules: every module the top instantiates, top first (one file per module).
         params: HDL parameter overrides as ``(name, value)`` pairs, in table order.
         macs: multiply-accumulates per cycle (B for a PE), 0 for blocks without MACs.
+        keep: modules kept as their own hierarchy level in the ASIC view (non-empty selects the
+            hierarchical template ``asic_array.ys``); everything else is flattened into the top.
+        macros: modules that become black-box SRAM macros in the ASIC view (their bits are
+            counted in ``sram_bits``, their area is not in ``cmos_transistors``).
     """
 
     group: str
@@ -83,6 +98,18 @@ class SynthPoint:
     modules: tuple[str, ...]
     params: tuple[tuple[str, int], ...] = ()
     macs: int = 0
+    keep: tuple[str, ...] = ()
+    macros: tuple[str, ...] = ()
+
+    @property
+    def hierarchical(self) -> bool:
+        """Whether the ASIC view keeps hierarchy (``asic_array.ys``) instead of flattening."""
+        return bool(self.keep or self.macros)
+
+    @property
+    def asic_template(self) -> str:
+        """File name of the ASIC-view script template in ``rtl/synth/``."""
+        return "asic_array.ys" if self.hierarchical else "asic.ys"
 
     @property
     def param_string(self) -> str:
@@ -107,25 +134,63 @@ COLUMNS = (
     "asic_not_cells",
     "cmos_transistors",
     "cmos_transistors_per_mac",
+    "sram_macros",
+    "sram_bits",
+    "asic_hierarchy",
     "fpga_luts",
     "fpga_ffs",
     "fpga_carry_cells",
     "fpga_dsps",
     "fpga_bram18",
+    "fpga_lutram_cells",
     "rtl_digest",
     "yosys_version",
 )
 """Columns of the area table. Every count is a number of cells (or transistors) of the
 synthesized netlist; ``cmos_transistors_per_mac`` is ``cmos_transistors / macs`` (empty when
-``macs`` is 0); ``fpga_bram18`` counts 18 Kb block-RAM halves (RAMB36 = 2); ``rtl_digest``
-identifies the sources and scripts the row was synthesized from (:func:`source_digest`), so a
-stale row is detected without running Yosys."""
+``macs`` is 0); ``sram_macros`` / ``sram_bits`` are the RAM instances left out of the ASIC
+count as SRAM macros and their total bits (0 for flattened blocks, which hold no RAM);
+``asic_hierarchy`` lists, for a hierarchical point, every module of the design hierarchy as
+``module*instances=transistors`` (``;``-separated, transistors of one instance without its
+kept submodules, so ``cmos_transistors`` is the sum of instances x transistors), empty for a
+flattened point; ``fpga_bram18`` counts 18 Kb block-RAM halves (RAMB36 = 2);
+``fpga_lutram_cells`` counts distributed-RAM primitives (``RAM32M16``, ``RAM64M8``, ...), cells
+that occupy SLICEM LUTs but are not in ``fpga_luts``; ``rtl_digest`` identifies the sources and
+scripts the row was synthesized from (:func:`source_digest`), so a stale row is detected
+without running Yosys."""
 
 # ---- the design points --------------------------------------------------------------------
 
 _PE_MODULES = ("hbq_pe", "hbq_mul", "hbq_adder_tree", "hbq_l1_convert")
 _PSUM_MODULES = ("hbq_psum_unit", "hbq_mxint8_dequant", "hbq_mxint8_quant", "hbq_fp16_add")
 _ACT_MODULES = ("hbq_act_quant", "hbq_act_scale", "hbq_act_elem")
+_ARRAY_MODULES = ("hbq_array", "hbq_ram_1r1w", *_PE_MODULES, *_PSUM_MODULES)
+
+
+def _array(n_pe: int) -> SynthPoint:
+    # The paper's 32-PE HBQ-E build (specs/hbq.md §2.3): B = 128, μB = 32, SIG-1 x Mix (the
+    # hbq_array defaults), MXINT8 running partial sums, a 128-token tile (TILE_TOKEN). The RTL
+    # ties the partial-sum buffer depth to the tile (one word of N_PE MXINT8 elements + shared
+    # exponent per token), so it holds 128 words, not the paper's 2048 (TILE_PSUM = 256
+    # channels in 16-channel words); KB_DEPTH = 4 K blocks make the activation buffer 512 words,
+    # the depth of the paper's `rf_sp_w160_d512` macros.
+    params = (
+        ("N_PE", n_pe),
+        ("B", 128),
+        ("UB", 32),
+        ("PSUM_MODE", 1),
+        ("TOK_DEPTH", 128),
+        ("KB_DEPTH", 4),
+    )
+    return SynthPoint(
+        "array",
+        "hbq_array",
+        _ARRAY_MODULES,
+        params,
+        macs=n_pe * 128,
+        keep=("hbq_pe", "hbq_psum_unit"),
+        macros=("hbq_ram_1r1w",),
+    )
 
 
 def _pe(group: str, **params: int) -> SynthPoint:
@@ -183,6 +248,9 @@ GROUPS: Mapping[str, tuple[SynthPoint, ...]] = MappingProxyType(
             ),
             SynthPoint("pe_parts", "hbq_l1_convert", ("hbq_l1_convert",), (("PTW", 24), ("F", 7))),
         ),
+        # The array top with hierarchy kept (PEs and partial-sum unit mapped once each, buffers
+        # as SRAM macros): the 32-PE synthesis build and an 8-PE point for scaling.
+        "array": (_array(32), _array(8)),
     }
 )
 """Every design point, by sweep group (``coaccel synth --blocks`` selects groups)."""
@@ -291,10 +359,15 @@ def _fill(template: str, point: SynthPoint, rtl_dir: Path) -> str:
             raise SynthError(f"{point.slug}: source {path} does not exist")
         sources.append(str(path))
     chparams = " ".join(f"-chparam {k} {v}" for k, v in point.params)
+    # Derived (parameterized) modules are named "$paramod...\\<module>": match by the suffix.
+    keep = " ".join(f"*{m}" for m in point.keep)
+    macros = " ".join(f"*{m}" for m in point.macros)
     return (
         template.replace("@SOURCES@", " ".join(sources))
         .replace("@TOP@", point.top)
         .replace("@CHPARAMS@", chparams)
+        .replace("@KEEP@", keep)
+        .replace("@MACROS@", macros)
     )
 
 
@@ -307,20 +380,21 @@ def source_digest(point: SynthPoint, rtl_dir: Path) -> str:
 
     Returns:
         The first 16 hex digits of the SHA-256 over the module files (in ``point.modules``
-        order) and the two script templates, each prefixed by its name.
+        order) and the point's two script templates (ASIC, then ``fpga.ys``), each prefixed by
+        its name.
     """
     root = Path(rtl_dir).resolve()
     h = hashlib.sha256()
     files = [root / "hbq" / f"{m}.v" for m in point.modules]
-    files += [root / "synth" / "asic.ys", root / "synth" / "fpga.ys"]
+    files += [root / "synth" / point.asic_template, root / "synth" / "fpga.ys"]
     for f in files:
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()[:16]
 
 
 def asic_script(point: SynthPoint, rtl_dir: Path) -> str:
-    """The ASIC-view Yosys script of a point (``rtl/synth/asic.ys`` filled in)."""
-    return _fill((rtl_dir / "synth" / "asic.ys").read_text(), point, rtl_dir)
+    """The ASIC-view Yosys script of a point (``rtl/synth/<point.asic_template>`` filled in)."""
+    return _fill((rtl_dir / "synth" / point.asic_template).read_text(), point, rtl_dir)
 
 
 def fpga_script(point: SynthPoint, rtl_dir: Path) -> str:
@@ -389,6 +463,189 @@ def parse_asic_log(log: str, what: str = "asic") -> dict[str, int]:
     }
 
 
+_CMOS_PRICE = {"$_NAND_": 4, "$_NOR_": 4, "$_NOT_": 2, "$_DFF_P_": 16}
+"""Yosys's ``stat -tech cmos`` transistor price of the cells ``abc -g cmos2`` leaves."""
+
+_HIER_LINE = re.compile(r"^( +)(\S+)\s+(\d+)\s*$")
+
+
+def _module_name(yosys_name: str) -> str:
+    """``"$paramod$<hash>\\hbq_pe"`` or ``"$paramod\\hbq_pe\\B=..."`` -> ``"hbq_pe"``."""
+    if yosys_name.startswith("$paramod"):
+        parts = yosys_name.split("\\")
+        if len(parts) >= 2:
+            return parts[1]
+    return yosys_name.lstrip("\\")
+
+
+def _stat_sections(block: str, what: str) -> dict[str, str]:
+    """The ``=== name ===`` sections of one ``Printing statistics.`` block, by name."""
+    heads = list(re.finditer(r"^=== (.+) ===$", block, flags=re.M))
+    if not heads:
+        raise SynthError(f"{what}: no '=== module ===' sections in the statistics")
+    out = {}
+    for h, nxt in zip(heads, [*heads[1:], None], strict=True):
+        out[h.group(1)] = block[h.end() : nxt.start() if nxt else len(block)]
+    return out
+
+
+def _cells(section: str, what: str) -> dict[str, int]:
+    m = re.search(r"Number of cells:\s+(\d+)\n((?:\s+\S+\s+\d+\n)*)", section)
+    if m is None:
+        raise SynthError(f"{what}: no cell list")
+    cells: dict[str, int] = {}
+    for line in m.group(2).splitlines():
+        cm = _CELL_LINE.match(line)
+        if cm:
+            cells[cm.group(1)] = int(cm.group(2))
+    if sum(cells.values()) != int(m.group(1)):
+        raise SynthError(f"{what}: cell types do not add up to 'Number of cells'")
+    return cells
+
+
+def _hierarchy_instances(section: str, what: str) -> dict[str, int]:
+    """Total instances of every module in a ``design hierarchy`` tree (products along paths)."""
+    lines = section.strip("\n").split("\n\n")[0].splitlines()
+    total: dict[str, int] = {}
+    stack: list[tuple[int, int]] = []  # (indent, instances of that level in the whole design)
+    for line in lines:
+        m = _HIER_LINE.match(line)
+        if m is None:
+            raise SynthError(f"{what}: unreadable design-hierarchy line {line!r}")
+        indent, name, count = len(m.group(1)), m.group(2), int(m.group(3))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        n = count * (stack[-1][1] if stack else 1)
+        total[name] = total.get(name, 0) + n
+        stack.append((indent, n))
+    return total
+
+
+def parse_asic_hier_log(
+    log: str, top: str, macros: Sequence[str], what: str = "asic"
+) -> dict[str, int | str]:
+    """Counts from a hierarchical ASIC-view log (``asic_array.ys``).
+
+    Reads the final ``stat -tech cmos -top``: every module's own cells and the ``design
+    hierarchy`` totals, which must be the last section of the log. The totals are checked
+    against an independent sum (each module's own gate counts times its instance count in the
+    hierarchy tree) and the transistor estimate against the CMOS prices; the only unpriced
+    cells allowed are the black-box RAMs (``macros``). The SRAM bits come from the first
+    ``stat`` (before the RAMs are emptied): its ``design hierarchy`` memory bits.
+
+    Args:
+        log: the complete Yosys log text.
+        top: the top module.
+        macros: the module names that are black-box SRAM macros.
+        what: a label for error messages.
+
+    Returns:
+        The ``asic_*`` counts and ``cmos_transistors`` of the whole design (as
+        :func:`parse_asic_log`), ``sram_macros``, ``sram_bits`` and ``asic_hierarchy``
+        (``"module*instances=transistors;..."``, top first, then by module name).
+
+    Raises:
+        SynthError: the log is cut off, lacks the hierarchy totals or the memory statistics,
+            holds unexpected cell types, or its totals are not the instance-weighted sum.
+    """
+    block, _ = _last_stat_block(log, what)
+    sections = _stat_sections(block, what)
+    last = list(sections)[-1]
+    if last != "design hierarchy":
+        raise SynthError(f"{what}: the statistics do not end with the design-hierarchy totals")
+    hier_text = sections.pop("design hierarchy")
+    instances = _hierarchy_instances(hier_text, f"{what} design hierarchy")
+    if instances.get(top) != 1:
+        raise SynthError(f"{what}: {top} is not the root of the design hierarchy")
+    totals = _cells(hier_text, f"{what} design hierarchy")
+    m = re.search(r"Estimated number of transistors:\s+(\d+)(\+?)", hier_text)
+    if m is None:
+        raise SynthError(f"{what}: no 'Estimated number of transistors' in the totals")
+
+    def is_macro(cell: str) -> bool:
+        return _module_name(cell) in macros
+
+    own: dict[str, dict[str, int]] = {}
+    for name in instances:
+        if name not in sections:
+            raise SynthError(f"{what}: no statistics for hierarchy module {name}")
+        cells = _cells(sections[name], f"{what} {name}")
+        own[name] = {c: k for c, k in cells.items() if c not in instances and not is_macro(c)}
+        extra = sorted(set(own[name]) - set(_CMOS_PRICE))
+        if extra:
+            raise SynthError(f"{what}: unexpected cell types in {name}: {', '.join(extra)}")
+    macro_cells = {c: k for c, k in totals.items() if is_macro(c)}
+    gates = {c: k for c, k in totals.items() if not is_macro(c)}
+    if set(gates) - set(_CMOS_PRICE):
+        extra = ", ".join(sorted(set(gates) - set(_CMOS_PRICE)))
+        raise SynthError(f"{what}: unexpected cell types after abc -g cmos2: {extra}")
+    for cell in _CMOS_PRICE:
+        weighted = sum(n * own[name].get(cell, 0) for name, n in instances.items())
+        if weighted != gates.get(cell, 0):
+            raise SynthError(
+                f"{what}: design-hierarchy total of {cell} is {gates.get(cell, 0)}, but the "
+                f"modules times their instances give {weighted}"
+            )
+    transistors = sum(_CMOS_PRICE[c] * k for c, k in gates.items())
+    if int(m.group(1)) != transistors:
+        raise SynthError(f"{what}: transistor estimate {m.group(1)} != CMOS price {transistors}")
+    if m.group(2) and not macro_cells:
+        raise SynthError(f"{what}: partial transistor estimate {m.group(0)!r} (unpriced cells)")
+
+    first = log.find("Printing statistics.")
+    mem_block = log[first : log.find("Printing statistics.", first + 1)]
+    mem_sections = _stat_sections(mem_block, f"{what} memory statistics")
+    mem = re.search(
+        r"Number of memories:\s+(\d+)\n\s+Number of memory bits:\s+(\d+)",
+        mem_sections.get("design hierarchy", ""),
+    )
+    if first == log.rfind("Printing statistics.") or mem is None:
+        raise SynthError(f"{what}: no memory statistics before the RAMs were made black boxes")
+    if int(mem.group(1)) != sum(macro_cells.values()):
+        raise SynthError(
+            f"{what}: {mem.group(1)} memories before synthesis, "
+            f"{sum(macro_cells.values())} SRAM macro cells after"
+        )
+
+    def t_own(name: str) -> int:
+        return sum(_CMOS_PRICE[c] * k for c, k in own[name].items())
+
+    order = [top, *sorted((n for n in instances if n != top), key=_module_name)]
+    hierarchy = ";".join(f"{_module_name(n)}*{instances[n]}={t_own(n)}" for n in order)
+    return {
+        "asic_cells": sum(gates.values()),
+        "asic_dff_cells": gates.get("$_DFF_P_", 0),
+        "asic_nand_cells": gates.get("$_NAND_", 0),
+        "asic_nor_cells": gates.get("$_NOR_", 0),
+        "asic_not_cells": gates.get("$_NOT_", 0),
+        "cmos_transistors": transistors,
+        "sram_macros": sum(macro_cells.values()),
+        "sram_bits": int(mem.group(2)),
+        "asic_hierarchy": hierarchy,
+    }
+
+
+def parse_hierarchy(text: str) -> list[tuple[str, int, int]]:
+    """The ``asic_hierarchy`` column of a row, decoded.
+
+    Args:
+        text: the column, ``"module*instances=transistors;..."`` (empty for a flat row).
+
+    Returns:
+        ``(module, instances, transistors_each)`` per hierarchy level, in column order.
+
+    Raises:
+        CoaccelError: an entry is not ``module*instances=transistors``.
+    """
+    out = []
+    for item in filter(None, text.split(";")):
+        m = re.fullmatch(r"(\w+)\*(\d+)=(\d+)", item)
+        if m is None:
+            raise CoaccelError(f"malformed asic_hierarchy entry {item!r}")
+        out.append((m.group(1), int(m.group(2)), int(m.group(3))))
+    return out
+
+
 _FPGA_KINDS: tuple[tuple[str, re.Pattern[str], int], ...] = (
     ("fpga_luts", re.compile(r"^(LUT[1-6](_2)?|INV)$"), 1),
     ("fpga_ffs", re.compile(r"^FD[RSCP]E(_1)?$"), 1),
@@ -396,8 +653,9 @@ _FPGA_KINDS: tuple[tuple[str, re.Pattern[str], int], ...] = (
     ("fpga_dsps", re.compile(r"^DSP48E[12]$"), 1),
     ("fpga_bram18", re.compile(r"^RAMB18E[12]$"), 1),
     ("fpga_bram18", re.compile(r"^RAMB36E[12]$"), 2),
+    ("fpga_lutram_cells", re.compile(r"^RAM\d+(X\d+[SD]|M\d*)$"), 1),
 )
-_FPGA_IGNORED = re.compile(r"^(MUXF[789]|BUFG|IBUF|OBUF|GND|VCC|RAM\d+[XM]\d*\w*|SRL\w+)$")
+_FPGA_IGNORED = re.compile(r"^(MUXF[789]|BUFG|IBUF|OBUF|GND|VCC|SRL\w+)$")
 
 
 def parse_fpga_log(log: str, what: str = "fpga") -> dict[str, int]:
@@ -408,7 +666,8 @@ def parse_fpga_log(log: str, what: str = "fpga") -> dict[str, int]:
         what: a label for error messages.
 
     Returns:
-        ``fpga_luts``, ``fpga_ffs``, ``fpga_carry_cells``, ``fpga_dsps``, ``fpga_bram18``.
+        ``fpga_luts``, ``fpga_ffs``, ``fpga_carry_cells``, ``fpga_dsps``, ``fpga_bram18``,
+        ``fpga_lutram_cells``.
 
     Raises:
         SynthError: the log is cut off or lacks the statistics, or holds a cell type that is
@@ -480,10 +739,16 @@ def synthesize(
     work = Path(work_dir) / point.slug
     # Digest first: a source edited while Yosys runs then leaves a row that reads as stale.
     digest = source_digest(point, rtl_dir)
-    asic = parse_asic_log(
-        _run_yosys(yosys, asic_script(point, rtl_dir), work, "asic", timeout_s),
-        f"{point.slug} asic",
-    )
+    asic_log = _run_yosys(yosys, asic_script(point, rtl_dir), work, "asic", timeout_s)
+    if point.hierarchical:
+        asic = parse_asic_hier_log(asic_log, point.top, point.macros, f"{point.slug} asic")
+    else:
+        asic = {
+            **parse_asic_log(asic_log, f"{point.slug} asic"),
+            "sram_macros": 0,
+            "sram_bits": 0,
+            "asic_hierarchy": "",
+        }
     fpga = parse_fpga_log(
         _run_yosys(yosys, fpga_script(point, rtl_dir), work, "fpga", timeout_s),
         f"{point.slug} fpga",
@@ -564,6 +829,25 @@ def rows_to_csv(rows: Iterable[Mapping[str, str]]) -> str:
     for r in rows:
         writer.writerow({c: r[c] for c in COLUMNS})
     return buf.getvalue()
+
+
+def merge_rows(
+    old: Iterable[Mapping[str, str]], new: Iterable[Mapping[str, str]]
+) -> list[dict[str, str]]:
+    """An area table updated with newly synthesized rows (e.g. of one ``--blocks`` group).
+
+    Args:
+        old: the rows of the existing table.
+        new: fresh rows; each replaces the old row of the same ``(group, top, params)``.
+
+    Returns:
+        The rows of both, a new one winning, in :data:`GROUPS` order; rows of points that are
+        no longer defined are dropped.
+    """
+    by_key = {(r["group"], r["top"], r["params"]): dict(r) for r in old}
+    by_key.update({(r["group"], r["top"], r["params"]): dict(r) for r in new})
+    order = [(p.group, p.top, p.param_string) for p in select_points()]
+    return [by_key[k] for k in order if k in by_key]
 
 
 def read_area_csv(path: Path) -> list[dict[str, str]]:
