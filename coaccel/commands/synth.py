@@ -116,6 +116,9 @@ def run(args: argparse.Namespace) -> int:
         )
     out = args.out if args.out is not None else rtl_dir / "synth" / DEFAULT_TABLE
     out.parent.mkdir(parents=True, exist_ok=True)
+    if args.out is None and out.exists():
+        # A partial run (--blocks) updates its rows of the committed table and keeps the others.
+        rows = synth.merge_rows(synth.read_area_csv(out), rows)
     out.write_text(synth.rows_to_csv(rows))
     _print_table(rows)
     cal = synth.calibration(rows)
