@@ -8,8 +8,11 @@ Stages (each prints a short summary and writes its artefacts under ``--out``):
                compared with float64; its compute/memory trace is saved in the contract format.
 3. accuracy  — the quantization accuracy study (synthetic tensors, and the real pretrained
                MiniLM when the ``real`` extra is installed): CSV + PNG.
+4. simulators — the HBQ ASIC simulator on a 1K-token prefill, cycle-approximate and analytical.
+5. sweep     — a small design-space sweep (PE count x PSUM buffer) with energy and area.
+6. report    — the area/energy report (stacked bars, tables with units and sources, MD/HTML).
 
-Later issues append stages (simulators, a sweep, area/energy report) to :data:`STAGES`.
+Later issues append stages to :data:`STAGES`.
 """
 
 from __future__ import annotations
@@ -129,11 +132,71 @@ def _stage_sim(out: Path, rng: np.random.Generator) -> None:
     print(f"  stats -> {path}")
 
 
+def _stage_sweep(out: Path, rng: np.random.Generator) -> None:
+    import csv
+
+    from coaccel.config import override
+    from coaccel.cost import evaluate
+    from coaccel.sim.hbq_asic import load_arch, load_workload, simulate
+
+    wl = load_workload("llama-3-8b", "prefill_2k")
+    base = load_arch("hbq_e_28nm")
+    print("  HBQ-E, llama-3-8b 2K prefill, analytical mode: PE count x PSUM buffer size")
+    print(f"  {'n_pes':>5} {'psum KiB':>8} {'ms':>9} {'energy J':>9} {'area mm2':>9} {'J x s':>8}")
+    rows = []
+    for n_pes in (16, 32, 64):
+        for psum_kib in (68, 136):
+            arch = override(base, {"pe_array.n_pes": n_pes, "buffers.psum.size_kib": psum_kib})
+            st = simulate(arch, wl, mode="analytical")
+            cb = evaluate(st, arch)
+            row = {
+                "n_pes": n_pes,
+                "psum_kib": psum_kib,
+                "seconds": st.seconds,
+                "energy_j": cb.total_energy_j,
+                "area_mm2": cb.total_area_um2 / 1e6,
+                "dram_bytes": st.dram.total_bytes,
+            }
+            rows.append(row)
+            print(
+                f"  {n_pes:>5} {psum_kib:>8} {st.seconds * 1e3:>9.1f} "
+                f"{row['energy_j']:>9.3f} {row['area_mm2']:>9.3f} "
+                f"{row['energy_j'] * st.seconds:>8.3f}"
+            )
+    path = out / "sweep_hbq_e.csv"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    print(f"  sweep -> {path}")
+
+
+def _stage_report(out: Path, rng: np.random.Generator) -> None:
+    from coaccel.cli import main as cli_main
+
+    status = cli_main(
+        [
+            "report",
+            "hbq_e_28nm",
+            "hbq_a_28nm",
+            "nvfp4_28nm",
+            "--workloads",
+            "llama-3.2-3b",
+            "--out",
+            str(out / "cost"),
+        ]
+    )
+    if status:
+        raise RuntimeError(f"the area/energy report failed (exit status {status})")
+
+
 STAGES: tuple[tuple[str, Callable[[Path, np.random.Generator], None]], ...] = (
     ("formats: every block format, bit-exact numba vs numpy", _stage_formats),
     ("hbq: exact datapath GEMM, partial-sum modes, trace", _stage_hbq),
     ("accuracy: quantization error study", _stage_accuracy),
     ("simulators: HBQ ASIC, cycle-approximate vs analytical", _stage_sim),
+    ("sweep: HBQ-E PE count x PSUM buffer (analytical simulator + cost model)", _stage_sweep),
+    ("report: area/energy by component, with units and sources", _stage_report),
 )
 
 
