@@ -112,3 +112,32 @@ def test_sim_does_not_import_cli_or_commands():
     for f in _files("sim"):
         bad = [n for n in _imports(f) if n.startswith(("coaccel.cli", "coaccel.commands"))]
         assert not bad, f"{f.relative_to(ROOT)} imports {bad}"
+
+
+def test_installed_wheel_imports_and_quantizes(tmp_path, wheel_names):
+    """The built wheel, installed on its own (not the editable tree), imports and works."""
+    out = tmp_path / "wheel"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(out), str(ROOT)],
+        check=True, capture_output=True, text=True)  # fmt: skip
+    (whl,) = out.glob("coaccel-*.whl")
+    target = tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target),
+         str(whl)],
+        check=True, capture_output=True, text=True)  # fmt: skip
+    code = (
+        "import coaccel, numpy as np\n"
+        "from coaccel.models.formats import quantize\n"
+        "from coaccel.arch_configs import path\n"
+        "q = quantize(np.linspace(-3, 3, 256, dtype=np.float32), 'hbq-e', role='activation')\n"
+        "print(coaccel.__file__); print(path('hbq_e_28nm.yaml')); print(q.codes.sum())\n"
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(target)
+    res = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith(str(target)), lines[0]
+    assert lines[1].startswith(str(target)), lines[1]
