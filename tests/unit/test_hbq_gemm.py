@@ -6,11 +6,11 @@ scalar K loops, the already-verified PE datapath (``block_dot``) and hand-derive
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from fp_oracle import oracle_round
 
 from coaccel.models.formats import quantize, resolve
 from coaccel.models.hbq import (
@@ -25,33 +25,6 @@ from coaccel.models.hbq import (
     hbq_gemm_codes,
 )
 from coaccel.trace import Trace
-
-HALF = Fraction(1, 2)
-
-
-def oracle_round(v: Fraction, p: int, bias: int, emax: int) -> int:
-    """RNE to ``p`` significant bits with saturation and flush-to-zero (the HBQ policy)."""
-    if v == 0:
-        return 0
-    total = 16 if p == 11 else 32
-    sign = int(v < 0) << (total - 1)
-    a = abs(v)
-    e = math.floor(math.log2(a))
-    while Fraction(2) ** e > a:
-        e -= 1
-    while Fraction(2) ** (e + 1) <= a:
-        e += 1
-    scaled = a / Fraction(2) ** (e - p + 1)
-    q = math.floor(scaled)
-    if scaled - q > HALF or (scaled - q == HALF and q % 2):
-        q += 1
-    if q == 2**p:
-        q, e = 2 ** (p - 1), e + 1
-    if e + bias > emax:
-        return sign | (emax << (p - 1)) | (2 ** (p - 1) - 1)
-    if e + bias < 1:
-        return 0
-    return sign | ((e + bias) << (p - 1)) | (q - 2 ** (p - 1))
 
 
 def exact_block_sums(qa, qw) -> list[list[list[Fraction]]]:

@@ -11,6 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from fp_oracle import HALF, floor_log2, oracle_round
 
 from coaccel.models.hbq import (
     PSUM_MODES,
@@ -19,38 +20,6 @@ from coaccel.models.hbq import (
     mxint8_group_quantize,
     mxint8_quantize,
 )
-
-HALF = Fraction(1, 2)
-
-
-def floor_log2(a: Fraction) -> int:
-    e = math.floor(math.log2(a))
-    while Fraction(2) ** e > a:
-        e -= 1
-    while Fraction(2) ** (e + 1) <= a:
-        e += 1
-    return e
-
-
-def oracle_round(v: Fraction, p: int, bias: int, emax: int) -> int:
-    """Bits of ``v`` rounded RNE to ``p`` significant bits; saturate; flush below min normal."""
-    if v == 0:
-        return 0
-    total = 16 if p == 11 else 32
-    sign = int(v < 0) << (total - 1)
-    a = abs(v)
-    e = floor_log2(a)
-    scaled = a / Fraction(2) ** (e - p + 1)
-    q = math.floor(scaled)
-    if scaled - q > HALF or (scaled - q == HALF and q % 2):
-        q += 1
-    if q == 2**p:
-        q, e = 2 ** (p - 1), e + 1
-    if e + bias > emax:
-        return sign | (emax << (p - 1)) | (2 ** (p - 1) - 1)
-    if e + bias < 1:
-        return 0
-    return sign | ((e + bias) << (p - 1)) | (q - 2 ** (p - 1))
 
 
 def to16(v: Fraction) -> int:
