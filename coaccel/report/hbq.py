@@ -48,6 +48,8 @@ VALIDATION_CSV_COLUMNS = (
     "unit",
     "error_pct",
     "loo_error_pct",
+    "ours_as_paper",
+    "as_paper_error_pct",
     "tolerance_pct",
     "status",
     "source",
@@ -97,11 +99,33 @@ def _target_cells(t: Target) -> list[str]:
         t.unit,
         _num(t.error_pct, 3),
         _num(t.loo_error_pct, 3),
+        _num(t.ours_as_paper),
+        _num(t.as_paper_error_pct, 3),
         "" if t.tolerance_pct is None else f"{t.tolerance_pct:g}",
         t.status,
         " ".join(t.source.split()),
         " ".join(t.note.split()),
     ]
+
+
+_MD_HEADERS = (
+    "group",
+    "target",
+    "ours",
+    "1 sigma",
+    "ours LOO",
+    "paper",
+    "unit",
+    "error %",
+    "LOO error %",
+    "ours as [R-PM] counts",
+    "error %, as [R-PM] counts",
+    "tol. %",
+    "status",
+    "source",
+    "note",
+)
+"""Markdown headers, one per :func:`_target_cells` cell."""
 
 
 def _md_escape(text: str) -> str:
@@ -129,13 +153,18 @@ def format_validation_table(v: Validation) -> str:
         if not rows:
             continue
         body = []
+        as_paper = any(not math.isnan(t.ours_as_paper) for t in rows)
         for t in rows:
             err = "" if math.isnan(t.error_pct) else f"{t.error_pct:+.1f}%"
             sig = "" if math.isnan(t.ours_sigma) else f"±{_num(t.ours_sigma, 2)}"
-            body.append(
-                [t.name, f"{_num(t.ours)} {sig}".strip(), _num(t.paper), t.unit, err, t.status]
-            )
+            row = [t.name, f"{_num(t.ours)} {sig}".strip(), _num(t.paper), t.unit, err, t.status]
+            if as_paper:
+                e2 = "" if math.isnan(t.as_paper_error_pct) else f" ({t.as_paper_error_pct:+.1f}%)"
+                row.append(f"{_num(t.ours_as_paper)}{e2}")
+            body.append(row)
         headers = ["target", "ours (1 sigma)", "paper", "unit", "error", "status"]
+        if as_paper:
+            headers.append("ours as [R-PM] counts (error)")
         widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(headers)]
         lines = [title, "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
         lines.append("  ".join("-" * w for w in widths))
@@ -180,22 +209,16 @@ def write_validation_report(v: Validation, out_dir: str | Path) -> list[Path]:
         if not rows:
             continue
         md += [f"## {title}", ""]
+        # columns: every CSV cell but group and source; the [R-PM]-accounting pair only where
+        # the group has it
+        drop = {0, 13}
+        if all(math.isnan(t.ours_as_paper) for t in rows):
+            drop |= {9, 10}
+        headers = [h for i, h in enumerate(_MD_HEADERS) if i not in drop]
         md.append(
             _md_table(
-                [
-                    "target",
-                    "ours",
-                    "1 sigma",
-                    "ours LOO",
-                    "paper",
-                    "unit",
-                    "error %",
-                    "LOO error %",
-                    "tol. %",
-                    "status",
-                    "note",
-                ],
-                [[c for i, c in enumerate(_target_cells(t)) if i not in (0, 11)] for t in rows],
+                headers,
+                [[c for i, c in enumerate(_target_cells(t)) if i not in drop] for t in rows],
             )
         )
         sources = sorted({" ".join(t.source.split()) for t in rows})

@@ -49,6 +49,7 @@ def _validation() -> Validation:
                 "spec §3.6",
                 "DRAM higher: simulated tiles",
                 0.2,
+                ours_as_paper=3.06,
             ),
             Target("claim", "missing", math.nan, 4.6, "x", None, "spec §3.1", "no baseline"),
         ),
@@ -64,6 +65,8 @@ def test_validation_csv_and_markdown(tmp_path: Path) -> None:
     assert rows[0]["error_pct"] == "1" and rows[0]["status"] == "ok"
     assert rows[0]["ours_loo"] == "100.5" and rows[0]["loo_error_pct"] == "0.5"
     assert rows[1]["status"] == "differs" and rows[1]["error_pct"] == "15"
+    assert rows[1]["ours_as_paper"] == "3.06" and rows[1]["as_paper_error_pct"] == "2"
+    assert rows[0]["ours_as_paper"] == "" and rows[0]["as_paper_error_pct"] == ""
     assert rows[2]["ours"] == "" and rows[2]["status"] == "baseline missing"
     md = paths[1].read_text()
     assert "row \\| with pipe" in md
@@ -76,6 +79,11 @@ def test_validation_text_says_why_it_differs() -> None:
     assert "why (model / HBQ-E): DRAM higher: simulated tiles" in text
     assert "why (missing): no baseline" in text
     assert "targets: 1 baseline missing, 1 differs, 1 ok" in text
+    # the [R-PM]-accounting column appears for the group that has it: 3.06 vs 3.0 = +2.0 %
+    sys_block = text.split("System energy")[1].split("\n\n")[0]
+    assert "ours as [R-PM] counts (error)" in sys_block and "3.06 (+2.0%)" in sys_block
+    pe_block = text.split("PE area per MAC")[1].split("\n\n")[0]
+    assert "[R-PM] counts" not in pe_block
 
 
 def _stats(arch: str, workload: str) -> HbqSimStats:
