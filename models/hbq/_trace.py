@@ -43,6 +43,7 @@ from ._psum import PSUM_MODES
 __all__ = [
     "PLAIN_FORMAT_BITS",
     "OperandStorage",
+    "act_slab_bits",
     "gemm_trace",
     "operand_storage",
     "psum_bits_per_element",
@@ -125,6 +126,23 @@ def operand_storage(fmt: str | FormatSpec | OperandStorage, role: str) -> tuple[
 def _tile_sizes(total: int, tile: int) -> npt.NDArray[np.int64]:
     full, rest = divmod(total, tile)
     return np.array([tile] * full + ([rest] if rest else []), dtype=np.int64)
+
+
+def act_slab_bits(m: int, k: int, tile_m: int, tile_k: int, bits: Fraction) -> int:
+    """Bits of one token tile's activation slab (all its K tiles, each rounded up to whole
+    bytes as :func:`gemm_trace` stores them): what a resident A (``a_resident=True``) keeps in
+    one activation-buffer slot.
+
+    Args:
+        m: tokens. k: reduction length. tile_m: tokens per tile. tile_k: K per tile.
+        bits: activation bits per element.
+
+    Returns:
+        The bits of the largest slab (the first token tile's).
+    """
+    _check_positive(m=m, k=k, tile_m=tile_m, tile_k=tile_k)
+    nbytes, _ = _tile_bytes(_tile_sizes(min(m, tile_m), tile_m), _tile_sizes(k, tile_k), bits)
+    return int(nbytes.sum()) * 8
 
 
 def _tile_bytes(
@@ -325,6 +343,7 @@ def gemm_trace(
     out_space: str = "DRAM",
     unit: str = "pe_array",
     n_buffers: int | None = None,
+    a_resident: bool = False,
     tensors: Sequence[str] = ("A", "W", "psum", "Y"),
     workload: Mapping[str, Any] | None = None,
 ) -> Trace:
@@ -344,11 +363,18 @@ def gemm_trace(
        write of it for every K tile but the last, or else a write of the output tile
        (``tensor="Y"``).
 
+    With ``a_resident=True`` (loop order ``"mnk"`` only) the activation buffer keeps every K
+    tile of the current token tile (the ``tile_m x K`` slab) across the output-channel tiles:
+    each A tile is read once per token tile, at the first channel tile, instead of once per
+    channel tile. The caller checks that the slab fits (``n_buffers`` slabs for the pipelined
+    program).
+
     With ``n_buffers=b`` (the double-buffered program, ``b=2``), the reads of step 1 are issued
     ``b - 1`` tiles early (all reads of the first ``b`` tiles come first), each operand read
     depends on the compute that last used the buffer slot it overwrites (``b`` reads of that
-    operand earlier), each compute depends on its own newest operand read (-1 when it reuses
-    both operands), each partial-sum read on the partial-sum write it reads back, and the DRAM
+    operand earlier; ``b`` slabs, i.e. ``b x K-tiles`` reads, for a resident A), each compute
+    depends on its own newest operand read (-1 when it reuses both operands), each partial-sum
+    read on the partial-sum write it reads back, and the DRAM
     records carry ``phase`` ``"act"``, ``"wgt"``, ``"out"`` (``"psum"`` for partial sums).
 
     Bytes: A and W tiles use the formats' effective bits per element
@@ -378,6 +404,7 @@ def gemm_trace(
         unit: the compute unit name of the compute records.
         n_buffers: None for the plain program; 1 or 2 (or more) operand buffer slots for the
             pipelined program described above.
+        a_resident: keep the token tile's activation slab on chip across channel tiles (above).
         tensors: the tensor names of A, W, the partial sums and Y.
         workload: extra JSON metadata merged into the trace's ``workload``.
 
@@ -392,6 +419,10 @@ def gemm_trace(
         raise ValueError(f"out={out!r}; valid choices: 'fp16', 'fp32'")
     if n_buffers is not None:
         _check_positive(n_buffers=n_buffers)
+    if a_resident and order != "mnk":
+        raise ValueError(
+            f"a_resident=True needs order='mnk' (token tiles outermost), got {order!r}"
+        )
     ratio = Fraction(out_cols_per_n)
     if ratio <= 0 or ratio > 1:
         raise ValueError(f"out_cols_per_n={out_cols_per_n} must be in (0, 1]")
@@ -427,6 +458,8 @@ def gemm_trace(
         "out": name_y,
         **dict(workload or {}),
     }
+    if a_resident:
+        meta["a_resident"] = True
     if n_buffers is not None:
         meta["n_buffers"] = int(n_buffers)
         meta["bits_out"] = float(bits_y)
@@ -441,6 +474,8 @@ def gemm_trace(
     last_k = n_tiles["k"] - 1
     new_a = np.ones(n_t, dtype=bool)
     new_a[1:] = (mi[1:] != mi[:-1]) | (ki[1:] != ki[:-1])
+    if a_resident:
+        new_a &= ni == 0  # the slab is read at the token tile's first channel tile
     new_w = np.ones(n_t, dtype=bool)
     new_w[1:] = (ni[1:] != ni[:-1]) | (ki[1:] != ki[:-1])
     psum_rd = ki > 0
@@ -455,7 +490,7 @@ def gemm_trace(
         a_bytes=a_bytes, a_addr=a_addr, w_bytes=w_bytes, w_addr=w_addr, p_bytes=p_bytes,
         p_addr=p_addr, y_bytes=y_bytes, y_addr=y_addr, a_space=a_space, w_space=w_space,
         psum_space=psum_space, out_space=out_space, unit=unit, name_a=name_a, name_w=name_w,
-        t_a=t_a, t_w=t_w, t_p=t_p, t_y=t_y,
+        t_a=t_a, t_w=t_w, t_p=t_p, t_y=t_y, a_resident=a_resident,
     )  # fmt: skip
     if n_buffers is None:
         _plain_program(prog, v)
@@ -570,7 +605,21 @@ def _pipelined_program(prog: _Program, v: dict[str, Any]) -> None:
             dep[nb:] = s_c[t_of[j - nb + 1] - 1]
         return dep
 
-    dep_a = slot_deps(new_a)
+    def slab_deps() -> npt.NDArray[np.int64]:
+        # Resident A: nb slabs of n_k tiles. Read j (tile (mi, 0, ki)) overwrites the slot of
+        # read j - nb*n_k, A(mi - nb, ki), which the computes up to its token tile's last
+        # channel tile, (mi - nb, n_n - 1, ki), use (order mnk: tile index = flat index).
+        n_n, n_k = v["n_tiles"]["n"], v["n_tiles"]["k"]
+        t_of = tiles[new_a]
+        slots = nb * n_k
+        dep = np.full(t_of.size, -1, dtype=np.int64)
+        if t_of.size > slots:
+            old = t_of[: t_of.size - slots]
+            last_use = (mi[old] * n_n + n_n - 1) * n_k + ki[old]
+            dep[slots:] = s_c[last_use]
+        return dep
+
+    dep_a = slab_deps() if v["a_resident"] else slot_deps(new_a)
     dep_w = slot_deps(new_w)
     dep_c = np.where(new_w, s_w, np.where(new_a, s_a, -1))
     # Partial-sum read of (mi, ni, ki) reads back the write of (mi, ni, ki - 1).

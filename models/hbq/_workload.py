@@ -35,6 +35,7 @@ from ._trace import (
     PLAIN_FORMAT_BITS,
     OperandStorage,
     _Program,
+    act_slab_bits,
     gemm_trace,
     operand_storage,
     psum_bits_per_element,
@@ -120,6 +121,10 @@ class WorkloadTiles:
         attn_rows: query rows (tokens x GQA group) per attention tile.
         attn_keys: keys per attention tile.
         psum_mode: partial-sum storage mode. sa_n: values per MXINT8 block.
+        act_resident_bits: activation-buffer capacity for resident activation slabs, bits;
+            None = activations streamed once per channel tile. When set, a linear layer whose
+            ``n_buffers`` slabs (:func:`act_slab_bits`) fit is traced with
+            ``a_resident=True``.
     """
 
     tile_m: int
@@ -130,6 +135,21 @@ class WorkloadTiles:
     attn_keys: int
     psum_mode: str
     sa_n: int = 16
+    act_resident_bits: int | None = None
+
+    def a_resident(self, m: int, k: int, bits: Fraction) -> bool:
+        """Whether an ``m x k`` activation operand stays resident (see ``act_resident_bits``).
+
+        Args:
+            m: tokens. k: reduction length. bits: activation bits per element.
+
+        Returns:
+            True when residency is on and ``n_buffers`` slabs fit.
+        """
+        if self.act_resident_bits is None:
+            return False
+        slab = act_slab_bits(m, k, self.tile_m, self.tile_k, bits)
+        return self.n_buffers * slab <= self.act_resident_bits
 
 
 @dataclass(frozen=True)
@@ -445,6 +465,7 @@ def _segments(
     fmt_weight = _with_role(fmt_weight, "weight")
     fmt_act = _with_role(fmt_act, "activation")
     fmt_kv = _with_role(fmt_kv, "kv")
+    bits_act = operand_storage(fmt_act, "activation")[1]
     e, m, v = shape.hidden, shape.intermediate, shape.vocab
     common = dict(
         tile_m=tiles.tile_m,
@@ -476,7 +497,8 @@ def _segments(
         ) -> TraceSegment:
             t = gemm_trace(
                 n_q, n, k, fmt_act, fmt_weight, out=out_fmt,
-                tensors=(a, w, f"{name}.psum", y), workload={**meta, "gemm": name}, **common, **kw,
+                tensors=(a, w, f"{name}.psum", y), workload={**meta, "gemm": name},
+                a_resident=tiles.a_resident(n_q, k, bits_act), **common, **kw,
             )  # fmt: skip
             return TraceSegment(name, "linear", shape.layers, step, t)
 
@@ -508,7 +530,8 @@ def _segments(
             t = gemm_trace(
                 n_lm, v, e, fmt_act, fmt_weight, out="fp16",
                 tensors=("x_final", "w_lm_head", "lm_head.psum", "logits"),
-                workload={**meta, "gemm": "lm_head"}, **common,
+                workload={**meta, "gemm": "lm_head"},
+                a_resident=tiles.a_resident(n_lm, e, bits_act), **common,
             )  # fmt: skip
             yield TraceSegment("lm_head", "lm_head", 1, step, t)
 

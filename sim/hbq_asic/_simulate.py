@@ -410,6 +410,7 @@ def _stats(
             "attn_rows": tiles.attn_rows,
             "attn_keys": tiles.attn_keys,
             "n_buffers": tiles.n_buffers,
+            "act_resident": int(tiles.act_resident_bits is not None),
         },
         layers=workload.model.layers,
         layers_simulated=1,

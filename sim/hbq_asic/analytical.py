@@ -154,6 +154,10 @@ def _gemm(
     tm, tn, tk, nb = tiles.tile_m, tiles.tile_n, tiles.tile_k, tiles.n_buffers
     mc, nc = _classes(m, tm), _classes(n, tn)
     n_m_tiles, n_n, n_k = _cdiv(m, tm), _cdiv(n, tn), _cdiv(k, tk)
+    resident = tiles.a_resident(m, k, bits_a)
+    if resident and nc[0][1] > 1:
+        # the first channel tile reads the slab: a class of its own
+        nc = [(nc[0][0], 1), (nc[0][0], nc[0][1] - 1), *nc[1:]]
     # K tiles in order: (size, has partial-sum read, count, last).
     if n_k == 1:
         k_seq = [(k, False, 1, True)]
@@ -178,12 +182,15 @@ def _gemm(
                 w_b = _nbytes(ns * ks, bits_w)
                 # Loop order m, n, k: with several K tiles both operands change every tile; with
                 # one, A changes with the M tile (read at its first N tile) and W with the N
-                # tile (read once in all if there is one N tile).
+                # tile (read once in all if there is one N tile). A resident A slab is read at
+                # the token tile's first N tile only.
                 if n_k > 1:
                     a_reads = w_reads = count
                 else:
                     a_reads = mcount if ni_cls == 0 else 0
                     w_reads = count if n_n > 1 else (1 if mi_cls == 0 else 0)
+                if resident:
+                    a_reads = count if ni_cls == 0 else 0
                 y_b = _nbytes(ms * ns, bits_y) if is_last else 0
                 d = (model.dma(a_b) * a_reads + model.dma(w_b) * w_reads) / count + model.dma(y_b)
                 extra = max(0.0, d - t.occupancy) if nb >= 2 else d

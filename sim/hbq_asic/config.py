@@ -281,6 +281,11 @@ class TilingConfig:
         token_granule: tile_m rounding (TILE_TOKEN, the ACT buffer depth of the RTL).
         attention_key_tile: keys per attention tile; None = the largest multiple of
             ``n_pes`` up to ``tile_n_channels`` whose K and V tiles fit the WGT buffer slots.
+        act_resident: keep a token tile's whole activation slab (``tile_m x K``, every K tile)
+            in the ACT buffer across the output-channel tiles, so each activation is read from
+            DRAM once per token tile instead of once per channel tile; applies to each linear
+            layer whose slabs (one per ACT slot) fit the ACT buffer, the others stream.
+            Default off: the RTL's ACT buffer holds one 128-token tile.
     """
 
     tile_n_channels: int = param(ge=1, doc="output channels per tile")
@@ -288,6 +293,7 @@ class TilingConfig:
     tile_k_elems: int | None = param(default=None, ge=1, doc="K per tile (None: auto)")
     token_granule: int = param(default=128, ge=1, doc="tile_m rounding")
     attention_key_tile: int | None = param(default=None, ge=1, doc="keys per tile (None: auto)")
+    act_resident: bool = param(default=False, doc="activation slab stays in the ACT buffer")
 
 
 @dataclass(frozen=True)

@@ -270,6 +270,7 @@ def workload_tiles(arch: HbqArchConfig, workload: Workload) -> WorkloadTiles:
         attn_keys=keys,
         psum_mode=arch.psum.mode,
         sa_n=arch.psum.block_elems,
+        act_resident_bits=arch.buffers.act.size_bytes * 8 if arch.tiling.act_resident else None,
     )
 
 

@@ -20,6 +20,7 @@ from coaccel.models.hbq import (
     OperandStorage,
     TransformerShape,
     WorkloadTiles,
+    act_slab_bits,
     attention_trace,
     gemm_trace,
     iter_transformer_segments,
@@ -212,6 +213,60 @@ def test_double_buffered_program_invariants(nb):
     before = np.searchsorted(c_seq, reads)  # computes issued before each read
     assert (np.arange(reads.size) - before <= nb - 1).all()
     assert set(t.decode("memory", "phase")) == {"act", "wgt", "psum", "out"}
+
+
+@pytest.mark.parametrize("nb", [1, 2])
+def test_resident_activation_slab(nb):
+    m, n, k = 300, 200, 640
+    n_mt, n_nt, n_kt = 3, 4, 5
+    kw = dict(tile_m=128, tile_n=64, tile_k=128, order="mnk", n_buffers=nb,
+              psum_mode="mxint8_running", out="hbq-a")  # fmt: skip
+    t = gemm_trace(m, n, k, "hbq-a", "hbq-a", a_resident=True, **kw)
+    streamed = gemm_trace(m, n, k, "hbq-a", "hbq-a", **kw)
+    assert t.meta["workload"]["a_resident"] is True
+    assert "a_resident" not in streamed.meta["workload"]
+    bits_a = Fraction(5) + Fraction(40, 128)
+    a_once = sum(math.ceil(r * c * bits_a / 8) for r in (128, 128, 44) for c in (128,) * 5)
+    # each A tile read once (at its token tile's first channel tile), W as before
+    assert t.total_bytes(space="DRAM", rw="read", tensor="A") == a_once
+    assert t.total_bytes(space="DRAM", rw="read", tensor="W") == streamed.total_bytes(
+        space="DRAM", rw="read", tensor="W"
+    )
+    assert t.total_macs() == streamed.total_macs() == m * n * k
+    assert np.array_equal(t.compute["tile"], streamed.compute["tile"])
+    mem, c_seq = t.memory, t.compute["seq"]
+    is_a = (mem["tensor"] == t.table("tensor").index("A")) & (
+        mem["space"] == t.table("space").index("DRAM")
+    )
+    a_seq, a_dep = mem["seq"][is_a], mem["dep"][is_a]
+    assert a_seq.size == n_mt * n_kt
+    # read j = A(j // 5, j % 5); the first nb slabs have free slots, then read j overwrites
+    # A(mi - nb, ki), last used by the compute of tile (mi - nb, last channel tile, ki)
+    slots = nb * n_kt
+    assert (a_dep[:slots] == -1).all()
+    for j in range(slots, a_seq.size):
+        mi, ki = divmod(j, n_kt)
+        assert a_dep[j] == c_seq[((mi - nb) * n_nt + n_nt - 1) * n_kt + ki]
+        assert a_dep[j] < a_seq[j]
+    # every compute comes after the read of its A tile
+    tiles = np.arange(n_mt * n_nt * n_kt)
+    mi, ki = tiles // (n_nt * n_kt), tiles % n_kt
+    assert (a_seq[mi * n_kt + ki] < c_seq).all()
+    with pytest.raises(ValueError, match="a_resident=True needs order='mnk'"):
+        gemm_trace(m, n, k, "hbq-a", "hbq-a", a_resident=True, **(kw | {"order": "nkm"}))
+
+
+def test_act_slab_bits_and_the_residency_rule():
+    bits = Fraction(5) + Fraction(40, 128)  # HBQ-A activation
+    # 128 x 640 in five 128 x 128 tiles of ceil(128 * 128 * 5.3125 / 8) = 10880 B
+    assert act_slab_bits(300, 640, 128, 128, bits) == 5 * 10880 * 8
+    # fewer tokens than a tile: the slab has the tokens there are (1 x 640: 5 x 85 B)
+    assert act_slab_bits(1, 640, 128, 128, bits) == 5 * 85 * 8
+    tiles = WorkloadTiles(128, 64, 128, 2, 64, 64, "mxint8_running")
+    assert not tiles.a_resident(300, 640, bits)  # residency off
+    on = WorkloadTiles(128, 64, 128, 2, 64, 64, "mxint8_running", act_resident_bits=2 * 435200)
+    assert on.a_resident(300, 640, bits)  # two slabs fit exactly
+    assert not on.a_resident(300, 768, bits)  # one more K tile does not
 
 
 def test_swiglu_epilogue_halves_the_output():
