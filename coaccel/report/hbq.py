@@ -108,24 +108,24 @@ def _target_cells(t: Target) -> list[str]:
     ]
 
 
-_MD_HEADERS = (
-    "group",
-    "target",
-    "ours",
-    "1 sigma",
-    "ours LOO",
-    "paper",
-    "unit",
-    "error %",
-    "LOO error %",
-    "ours as [R-PM] counts",
-    "error %, as [R-PM] counts",
-    "tol. %",
-    "status",
-    "source",
-    "note",
-)
-"""Markdown headers, one per :func:`_target_cells` cell."""
+_MD_HEADERS = {
+    "target": "target",
+    "ours": "ours",
+    "ours_sigma": "1 sigma",
+    "ours_loo": "ours LOO",
+    "paper": "paper",
+    "unit": "unit",
+    "error_pct": "error %",
+    "loo_error_pct": "LOO error %",
+    "ours_as_paper": "ours as [R-PM] counts",
+    "as_paper_error_pct": "error %, as [R-PM] counts",
+    "tolerance_pct": "tol. %",
+    "status": "status",
+    "note": "note",
+}
+"""Markdown header of each CSV column the Markdown tables show (not group and source)."""
+
+_AS_PAPER_COLUMNS = ("ours_as_paper", "as_paper_error_pct")
 
 
 def _md_escape(text: str) -> str:
@@ -209,16 +209,14 @@ def write_validation_report(v: Validation, out_dir: str | Path) -> list[Path]:
         if not rows:
             continue
         md += [f"## {title}", ""]
-        # columns: every CSV cell but group and source; the [R-PM]-accounting pair only where
-        # the group has it
-        drop = {0, 13}
-        if all(math.isnan(t.ours_as_paper) for t in rows):
-            drop |= {9, 10}
-        headers = [h for i, h in enumerate(_MD_HEADERS) if i not in drop]
+        # the [R-PM]-accounting pair only where the group has it
+        has_as_paper = any(not math.isnan(t.ours_as_paper) for t in rows)
+        cols = [c for c in _MD_HEADERS if has_as_paper or c not in _AS_PAPER_COLUMNS]
+        keep = [VALIDATION_CSV_COLUMNS.index(c) for c in cols]
         md.append(
             _md_table(
-                headers,
-                [[c for i, c in enumerate(_target_cells(t)) if i not in drop] for t in rows],
+                [_MD_HEADERS[c] for c in cols],
+                [[_target_cells(t)[i] for i in keep] for t in rows],
             )
         )
         sources = sorted({" ".join(t.source.split()) for t in rows})

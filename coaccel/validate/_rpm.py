@@ -143,7 +143,8 @@ def rpm_energy(model: Any, arch: str, tokens: int = 2048) -> dict[str, Any]:
         tokens: prefill length.
 
     Returns:
-        ``dram``, ``core``, ``sram``, ``total`` in J, and ``dram_bytes`` (term -> bytes).
+        ``dram``, ``core``, ``sram``, ``total`` in J, ``dram_bytes`` (term -> bytes) and
+        ``macs`` (linear + attention).
     """
     p = RPM_PARAMS[arch]
     lin, att = rpm_macs(model, tokens)
@@ -159,6 +160,7 @@ def rpm_energy(model: Any, arch: str, tokens: int = 2048) -> dict[str, Any]:
         "sram": sram,
         "total": dram + core + sram,
         "dram_bytes": dram_bytes,
+        "macs": lin + att,
     }
 
 

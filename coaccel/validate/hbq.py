@@ -459,7 +459,6 @@ def system_energy_targets(
     example: tuple[CostBreakdown, dict[str, int], dict[str, Any]] | None = None
     for model in models:
         shape = load_workload(f"{model}:prefill_2k").model
-        lin, att = rpm_macs(shape, 2048)
         for arch_name in archs:
             arch = loaded[arch_name]
             stats = sim(arch, f"{model}:prefill_2k", mode)
@@ -488,7 +487,7 @@ def system_energy_targets(
             note = (
                 f"largest gap: {main_gap} {gaps[main_gap]:+.3f} J. "
                 f"core {core:.3f} vs [R-PM] {rpm['core']:.3f} J (MACs {stats.macs / 1e12:.3f}T "
-                f"simulated vs {(lin + att) / 1e12:.3f}T formula); SRAM {sram:.3f} vs "
+                f"simulated vs {rpm['macs'] / 1e12:.3f}T formula); SRAM {sram:.3f} vs "
                 f"{rpm['sram']:.3f} J; DRAM {dram:.3f} vs {rpm['dram']:.3f} J "
                 f"({total_bytes / 1e9:.2f} vs {sum(rpm['dram_bytes'].values()) / 1e9:.2f} GB). "
                 f"DRAM GB simulated vs [R-PM] by its terms: {gb}; with no [R-PM] term: "
@@ -627,13 +626,14 @@ def speedup_targets(
         The ``speedup`` targets.
     """
     from ..cost import arch_pe
-    from ..sim.hbq_asic import load_arch
+    from ..sim.hbq_asic import load_arch, tile_plan
 
     sim = simulate or _default_simulate
     scen = {1024: "prefill_1k", 4096: "prefill_4k", 16384: "prefill_16k"}
     designs = {a: load_arch(a) for a in ARCHS}
     designs["nvfp4_28nm"] = nvfp_w4a8_variant(designs["nvfp4_28nm"])
     area = {a: arch_pe(d).area_um2_per_mac for a, d in designs.items()}
+    token_tile = {a: tile_plan(d).tile_m for a, d in designs.items()}
     out = []
     for i, n in enumerate(SPEEDUP_SEQS):
         runs = {(m, a): sim(designs[a], f"{m}:{scen[n]}", mode) for m in models for a in ARCHS}
@@ -650,7 +650,7 @@ def speedup_targets(
                 / area[a]
                 for m in models
             ]
-            tiles_a, tiles_x = _token_tile(designs["amove_28nm"]), _token_tile(designs[a])
+            tiles_a, tiles_x = token_tile["amove_28nm"], token_tile[a]
             share = {
                 d: sum(wprop[(m, d)] for m in models) / sum(cycles[(m, d)] for m in models)
                 for d in ("amove_28nm", a)
@@ -695,12 +695,6 @@ def speedup_targets(
                 )
             )
     return out
-
-
-def _token_tile(arch: Any) -> int:
-    from ..sim.hbq_asic import tile_plan
-
-    return int(tile_plan(arch).tile_m)
 
 
 def synthesis_targets(csv_path: str | Path | None = None) -> tuple[list[Target], str]:

@@ -96,11 +96,17 @@ class HwParams:
         """``n_pes * macs_per_pe``."""
         return self.n_pes * self.macs_per_pe
 
+    def act_words(self, fmt_a: str) -> int:
+        """ACT-buffer words holding one PE step (``kstep`` elements) of an A operand."""
+        return math.ceil(self.kstep * self.act_info(fmt_a).bits / self.act_width_bits)
+
+    def wgt_words(self, fmt_b: str) -> int:
+        """WGT-buffer words holding one PE step of a W operand."""
+        return math.ceil(self.kstep * self.wgt_info(fmt_b).bits / self.wgt_width_bits)
+
     def prop_cycles(self, fmt_b: str) -> int:
         """Cycles to shift one set of weights (``kstep`` elements per PE) into all PEs."""
-        f = self.wgt_info(fmt_b)
-        words = math.ceil(self.kstep * f.bits / self.wgt_width_bits)
-        return self.n_pes * self.shift_cycles_per_pe * words
+        return self.n_pes * self.shift_cycles_per_pe * self.wgt_words(fmt_b)
 
     def passes(self, fmt_a: str, fmt_b: str) -> int:
         """Bit-sliced passes for operands wider than the multipliers ([OURS], docs)."""
@@ -111,14 +117,11 @@ class HwParams:
 
     def issue_ii(self, fmt_a: str) -> int:
         """Token issue interval without bit-sliced passes: PE, ACT port and accumulate unit."""
-        f = self.act_info(fmt_a)
-        act_ii = math.ceil(self.kstep * f.bits / self.act_width_bits)
-        return max(self.pe_ii, act_ii, self.unit_ii)
+        return max(self.pe_ii, self.act_words(fmt_a), self.unit_ii)
 
     def token_ii(self, fmt_a: str, fmt_b: str) -> int:
         """Token issue interval: passes x max(PE, ACT port), at least the accumulate unit's."""
-        f = self.act_info(fmt_a)
-        act_ii = math.ceil(self.kstep * f.bits / self.act_width_bits)
+        act_ii = self.act_words(fmt_a)
         return max(self.passes(fmt_a, fmt_b) * max(self.pe_ii, act_ii), self.unit_ii)
 
     def dram_cycles(self, nbytes: int) -> int:

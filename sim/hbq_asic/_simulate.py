@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -336,18 +335,16 @@ def simulate_segments(
 
 def _act_words(hw: HwParams, name: str) -> int:
     try:
-        f = hw.act_info(name)
+        return hw.act_words(name)
     except KeyError:
         return 0
-    return math.ceil(hw.kstep * f.bits / hw.act_width_bits)
 
 
 def _wgt_words(hw: HwParams, name: str) -> int:
     try:
-        f = hw.wgt_info(name)
+        return hw.wgt_words(name)
     except KeyError:
         return 0
-    return math.ceil(hw.kstep * f.bits / hw.wgt_width_bits)
 
 
 def _passes(hw: HwParams, a: str, b: str) -> int:

@@ -105,16 +105,14 @@ class _Model:
         key = ("a", name)
         w = self._words.get(key)
         if w is None:
-            w = math.ceil(self.hw.kstep * self.hw.act_info(name).bits / self.hw.act_width_bits)
-            self._words[key] = w
+            w = self._words[key] = self.hw.act_words(name)
         return w
 
     def wgt_words(self, name: str) -> int:
         key = ("w", name)
         w = self._words.get(key)
         if w is None:
-            w = math.ceil(self.hw.kstep * self.hw.wgt_info(name).bits / self.hw.wgt_width_bits)
-            self._words[key] = w
+            w = self._words[key] = self.hw.wgt_words(name)
         return w
 
     def dma(self, nbytes: int) -> int:
