@@ -22,7 +22,7 @@ DEFAULT_WORKLOADS = "llama-2-7b,llama-3-8b,llama-3.2-3b,qwen2.5-3b,qwen2.5-7b"
 EPILOG = """\
 examples:
   coaccel report hbq_e_28nm hbq_a_28nm nvfp4_28nm mxfp_w4a8_28nm amove_28nm
-  coaccel report arch_configs/hbq_e_28nm.yaml --workloads llama-3-8b --scenario prefill_16k
+  coaccel report arch_configs/hbq_asic/hbq_e_28nm.yaml --workloads llama-3-8b --scenario prefill_16k
   coaccel report hbq_e_28nm --node 7 --mode cycle --workloads llama-3.2-3b
   coaccel report hbq_e_28nm --area-only
 """

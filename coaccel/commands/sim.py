@@ -1,5 +1,5 @@
-"""``coaccel sim``: simulate a workload on an HBQ ASIC architecture (cycle-approximate or
-analytical) and print the statistics (docs/hbq_sim.md)."""
+"""``coaccel sim``: simulate a workload on an architecture of any registered simulator kind
+(cycle-approximate or analytical) and print the result (docs/hbq_sim.md for the HBQ ASIC)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,13 @@ from typing import Any
 
 EPILOG = """\
 examples:
+  coaccel sim --list                                            simulator kinds and architectures
   coaccel sim hbq_e_28nm --workload llama-3-8b                  2K-token prefill, cycle mode
-  coaccel sim hbq_e_28nm --workload llama-3-8b:prefill_16k --analytical
-  coaccel sim arch_configs/nvfp4_28nm.yaml --workload qwen2.5-3b --scenario decode_2k --json
+  coaccel sim hbq_e_28nm --workload llama-3-8b:prefill_16k --mode analytical
+  coaccel sim arch_configs/hbq_asic/nvfp4_28nm.yaml --workload qwen2.5-3b:decode_2k --json
   coaccel sim hbq_e_28nm --workload llama-3-8b --set buffers.psum.size_kib=68 --set freq_mhz=400
-architectures: hbq_a_28nm hbq_e_28nm nvfp4_28nm mxfp4_28nm mxfp_w4a8_28nm amove_28nm
-               woq_w4a16_28nm (or a YAML path)
-workloads:     llama-2-7b llama-3-8b llama-3.2-3b qwen2.5-3b qwen2.5-7b (or a YAML path);
-               scenarios prefill_1k prefill_2k prefill_4k prefill_16k decode_2k decode_16k
+An architecture file's kind: key picks the simulator; shipped files are arch_configs/<kind>/*.yaml
+and can be named by their stem.
 """
 
 
@@ -29,33 +28,40 @@ def register(subparsers: Any) -> None:
     """
     p = subparsers.add_parser(
         "sim",
-        help="simulate an LLM workload on an HBQ ASIC architecture (cycles, stalls, traffic)",
+        help="simulate an LLM workload on an architecture (cycles, stalls, traffic)",
         description=(
-            "Simulate one workload on one HBQ ASIC architecture. The reference produces the "
-            "GEMM and attention traces for the architecture's tiles; the cycle-approximate "
-            "engine runs them (identical layers once, scaled), or --analytical evaluates the "
-            "closed-form model. Prints cycles, time, utilisation, the stall breakdown, buffer "
-            "and DRAM accesses and a per-GEMM table."
+            "Simulate one workload on one architecture. The architecture file's kind: says "
+            "which simulator runs it. The reference produces the workload's traces and the "
+            "cycle-approximate engine runs them, or --mode analytical evaluates the closed-form "
+            "model. Prints cycles, time, busy and stall time per resource, buffer and off-chip "
+            "accesses, and the target's own detail."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("arch", metavar="ARCH", help="architecture name or YAML file")
+    p.add_argument("arch", metavar="ARCH", nargs="?", help="architecture name or YAML file")
+    p.add_argument(
+        "--list", action="store_true", help="list the simulator kinds and their architectures"
+    )
     p.add_argument(
         "--workload",
-        required=True,
         metavar="MODEL[:SCENARIO]",
         help="model name or workload YAML, optionally with a scenario",
     )
     p.add_argument("--scenario", metavar="NAME", help="scenario (default: the file's default)")
     p.add_argument(
-        "--analytical", action="store_true", help="closed-form model instead of the trace engine"
+        "--mode",
+        choices=("cycle", "analytical"),
+        default="cycle",
+        help="cycle (trace-driven, default) or analytical (closed form)",
     )
+    p.add_argument("--analytical", action="store_true", help="same as --mode analytical")
     p.add_argument(
         "--engine",
         choices=("fast", "simpy"),
-        default="fast",
-        help="cycle-mode event engine (default fast; simpy is the slower reference)",
+        default=None,
+        help="cycle mode's event engine where the target has a choice (fast: numba, default; "
+        "simpy: the slower reference)",
     )
     p.add_argument(
         "--set",
@@ -64,7 +70,7 @@ def register(subparsers: Any) -> None:
         metavar="KEY=VALUE",
         help="override an architecture field (dotted key, YAML value), repeatable",
     )
-    p.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run, command="sim")
 
 
@@ -138,6 +144,41 @@ def format_stats(stats: Any) -> str:
     return "\n".join(lines)
 
 
+def format_metrics(result: Any) -> str:
+    """The target-independent part of a result: its flat metrics with units.
+
+    Args:
+        result: a simulation result with ``metrics()``.
+
+    Returns:
+        Multi-line text, one metric per line.
+    """
+    lines = []
+    for name, (value, unit) in result.metrics().items():
+        shown = f"{value:,}" if isinstance(value, int) else f"{value:.6g}"
+        lines.append(f"  {name:<40s} {shown:>20s} {unit}")
+    return "\n".join(lines)
+
+
+FORMATTERS = {"hbq_asic": format_stats}
+"""Detailed text per simulator kind; kinds without one print their metrics."""
+
+
+def format_kinds() -> str:
+    """The registered simulator kinds, their modes and shipped architectures."""
+    from ..simulation import kinds, target
+
+    lines = []
+    for k in kinds():
+        t = target(k)
+        lines.append(f"{k}: {t.description}")
+        lines.append(f"  modes: {', '.join(t.modes)}")
+        lines.append(f"  architectures: {' '.join(t.arch_names)}")
+        for name, text in t.options:
+            lines.append(f"  option {name}: {text}")
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
     """Simulate and print.
 
@@ -145,22 +186,28 @@ def run(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        0 on success (configuration errors raise ``ConfigError``, reported by the CLI).
+        0 on success, 2 on a usage error (configuration errors raise ``ConfigError``, reported
+        by the CLI).
     """
-    from ..config import override
-    from ..sim.hbq_asic import load_arch, load_workload, simulate
+    from ..simulation import load_arch, simulate
 
-    arch = load_arch(args.arch)
-    changes = _overrides(args.set)
-    if changes:
-        arch = override(arch, changes)
-    workload = load_workload(args.workload, args.scenario)
-    stats = simulate(
-        arch, workload, mode="analytical" if args.analytical else "cycle", engine=args.engine
-    )
+    if args.list:
+        print(format_kinds())
+        return 0
+    if not args.arch or not args.workload:
+        print("coaccel sim: error: ARCH and --workload are required (or --list)", file=sys.stderr)
+        return 2
+    t, arch = load_arch(args.arch, _overrides(args.set))
+    workload = args.workload if args.scenario is None else f"{args.workload}:{args.scenario}"
+    mode = "analytical" if args.analytical else args.mode
+    options = {}
+    if args.engine is not None:
+        options["engine"] = args.engine
+    result = simulate(arch, t.load_workload(workload), mode=mode, **options)
     if args.json:
-        json.dump(stats.to_dict(), sys.stdout, indent=1)
+        json.dump(result.to_dict(), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        print(format_stats(stats))
+        fmt = FORMATTERS.get(t.kind)
+        print(fmt(result) if fmt is not None else format_metrics(result))
     return 0

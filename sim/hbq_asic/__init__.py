@@ -6,10 +6,13 @@
 traces, the simulator consumes them and returns statistics as data. See ``docs/hbq_sim.md``.
 """
 
+from coaccel.sim.common import SimTarget
+
 from . import _simulate, config, engine, stats, workload
 from ._simulate import simulate, simulate_segments
 from .config import (
     ARCH_NAMES,
+    KIND,
     HbqArchConfig,
     TilePlan,
     arch_path,
@@ -29,8 +32,23 @@ from .workload import (
     workload_tiles,
 )
 
+TARGET = SimTarget(
+    kind=KIND,
+    description="HBQ 28 nm ASIC: weight-stationary PE array, banked buffers, partial sums, DRAM",
+    config_type=HbqArchConfig,
+    modes=("analytical", "cycle"),
+    arch_names=ARCH_NAMES,
+    load_arch=load_arch,
+    load_workload=load_workload,
+    simulate=simulate,
+    options=(("engine", "cycle mode's event engine: 'fast' (numba, default) or 'simpy'"),),
+)
+"""This simulator as :func:`coaccel.simulate` and ``coaccel sim`` see it."""
+
 __all__ = [
     "ARCH_NAMES",
+    "KIND",
+    "TARGET",
     "STALL_CAUSES",
     "WORKLOAD_NAMES",
     "BufferAccess",

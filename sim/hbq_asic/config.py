@@ -1,6 +1,6 @@
 """Architecture configs of the HBQ ASIC simulator and the tile sizes their buffers allow.
 
-:class:`HbqArchConfig` is the schema of ``arch_configs/<arch>.yaml`` (loaded with
+:class:`HbqArchConfig` is the schema of ``arch_configs/hbq_asic/<arch>.yaml`` (loaded with
 :func:`coaccel.config.load_config`, so unknown keys, types, ranges and units are checked and every
 problem is reported in one :class:`~coaccel.config.ConfigError`). Everything an architect sweeps is
 a field with its unit in its name: PE count, MACs per PE, operand formats (element widths, block
@@ -28,6 +28,7 @@ from coaccel.models.hbq import PLAIN_FORMAT_BITS, OperandStorage, psum_bits_per_
 
 __all__ = [
     "ARCH_NAMES",
+    "KIND",
     "BufferConfig",
     "BuffersConfig",
     "FormatsConfig",
@@ -45,16 +46,19 @@ __all__ = [
     "tile_plan",
 ]
 
-ARCH_NAMES: tuple[str, ...] = (
-    "hbq_a_28nm",
-    "hbq_e_28nm",
-    "nvfp4_28nm",
-    "mxfp4_28nm",
-    "mxfp_w4a8_28nm",
-    "amove_28nm",
-    "woq_w4a16_28nm",
-)
-"""The architectures shipped in ``arch_configs/`` (``<name>.yaml``)."""
+KIND = "hbq_asic"
+"""The ``kind:`` of an HBQ ASIC architecture file (shipped ones: ``arch_configs/hbq_asic/``)."""
+
+
+def _shipped_arch_names() -> tuple[str, ...]:
+    from importlib.resources import files
+
+    folder = files("coaccel.arch_configs").joinpath(KIND)
+    return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml")))
+
+
+ARCH_NAMES: tuple[str, ...] = _shipped_arch_names()
+"""The architectures shipped in ``arch_configs/hbq_asic/`` (``<name>.yaml``), sorted."""
 
 L2Scheme = Literal["none", "pot", "int", "sig1", "sig2", "sig3", "sig4", "mix"]
 PsumMode = Literal["fp32", "fp16", "mxint8_running", "mxint8_group"]
@@ -311,9 +315,11 @@ class VectorUnitConfig:
 
 @dataclass(frozen=True)
 class HbqArchConfig:
-    """One accelerator design point (``arch_configs/<name>.yaml``; docs/hbq_sim.md).
+    """One accelerator design point (``arch_configs/hbq_asic/<name>.yaml``; docs/hbq_sim.md).
 
     Attributes:
+        kind: ``"hbq_asic"``: which simulator the file is for (:func:`coaccel.simulate`
+            dispatches on it).
         name: short name (``hbq_e_28nm``).
         description: one line.
         freq_mhz: clock, MHz.
@@ -329,6 +335,7 @@ class HbqArchConfig:
 
     VERSION: ClassVar[int] = 1
 
+    kind: Literal["hbq_asic"] = param(doc="simulator kind: hbq_asic")
     name: str = param(doc="short name")
     freq_mhz: float = param(gt=0, doc="clock")
     pe_array: PeArrayConfig = param(doc="PE array")
@@ -749,7 +756,7 @@ def arch_path(name: str | Path) -> Path:
     text = str(name)
     stem = text[:-5] if text.endswith(".yaml") else text
     if stem in ARCH_NAMES and not Path(text).exists():
-        return shipped(f"{stem}.yaml")
+        return shipped(f"{KIND}/{stem}.yaml")
     return Path(text)
 
 

@@ -97,7 +97,7 @@ def test_explicit_tiles_and_overrides():
 
 
 def test_bad_architecture_reports_every_problem(tmp_path):
-    text = (ROOT / "arch_configs" / "hbq_e_28nm.yaml").read_text()
+    text = (ROOT / "arch_configs" / "hbq_asic" / "hbq_e_28nm.yaml").read_text()
     act = '    l2_bits: 2\n    l2_scheme: sig1\n    source: "[R-CFG] commit 12ea48a: E2M2'
     text = text.replace("    ub_elems: 32\n" + act, "    ub_elems: 24\n" + act)
     text = text.replace("  n_pes: 32\n", "  n_pes: 32\n  mac_per_pe: 1\n")

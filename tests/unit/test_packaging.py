@@ -132,7 +132,7 @@ def test_installed_wheel_imports_and_quantizes(tmp_path, wheel_names):
         "from coaccel.models.formats import quantize\n"
         "from coaccel.arch_configs import path\n"
         "q = quantize(np.linspace(-3, 3, 256, dtype=np.float32), 'hbq-e', role='activation')\n"
-        "print(coaccel.__file__); print(path('hbq_e_28nm.yaml')); print(q.codes.sum())\n"
+        "print(coaccel.__file__); print(path('hbq_asic/hbq_e_28nm.yaml')); print(q.codes.sum())\n"
     )
     env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(target)

@@ -1,0 +1,12 @@
+"""The simulator core every target is built from (``coaccel.sim.common``).
+
+Public names:
+
+* :class:`SimTarget` — what a simulator target declares about itself (its ``kind:``, config
+  schema, loaders, modes and ``simulate``) so that :func:`coaccel.simulate`, ``coaccel sim`` and
+  sweeps can run it without knowing it.
+"""
+
+from .target import SimTarget
+
+__all__ = ["SimTarget"]
