@@ -28,8 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..config import FrozenMap
-from ..cost import CostBreakdown, PeFormat, evaluate, pe_cost, pe_model
-from ..cost._tables import shipped_table
+from ..cost import CostBreakdown, PeFormat, evaluate, pe_cost, pe_model, shipped_table
 from ._rpm import RPM_PARAMS, RPM_TERMS, rpm_energy, rpm_macs, sim_dram_terms
 
 __all__ = [
