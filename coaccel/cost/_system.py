@@ -1,9 +1,11 @@
 """Accelerator-level area and energy: PE array, buffers, partial-sum logic, DRAM, leakage.
 
-:func:`arch_area` sizes an architecture (``coaccel.sim.hbq_asic.HbqArchConfig``) from the PE
-model and the SRAM model; :func:`evaluate` turns the simulator's statistics (``HbqSimStats``)
-into energy per component. Every component carries its value, a one-sigma uncertainty and its
-source (:class:`CostBreakdown`). Components:
+:func:`price` prices the typed description of a design and of a run
+(:class:`~coaccel.sim.common.priced.PricedComponents`: MAC arrays by operand format, buffers by
+geometry, fixed-function logic by kind, off-chip memory by type) that each simulator target
+provides; :func:`arch_area` and :func:`evaluate` ask the architecture's target for that
+description (by its ``kind:``) and price it. Every component carries its value, a one-sigma
+uncertainty and its source (:class:`CostBreakdown`). The HBQ ASIC's components:
 
 ============== ============================================================================
 ``pe_array``    MACs x PE energy per MAC (PE model, or published figures for Amove and the
@@ -24,6 +26,7 @@ comparison with its figures compares like with like.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,6 +34,7 @@ from typing import Any
 
 from ..config import FrozenMap
 from ..errors import CoaccelError
+from ..sim.common.priced import LogicUse, MacArray, PricedComponents
 from ._pe import PeCost, PeFormat, pe_model
 from ._sram import sram_cost, sram_model
 from ._tables import shipped_table
@@ -44,7 +48,9 @@ __all__ = [
     "arch_area",
     "arch_pe",
     "evaluate",
+    "mac_point",
     "pe_format_of",
+    "price",
 ]
 
 BUFFERS = ("act", "wgt", "psum")
@@ -52,10 +58,6 @@ BUFFERS = ("act", "wgt", "psum")
 
 RPM_COMPONENTS = ("pe_array", "act_buffer", "psum_buffer", "dram")
 """The components the paper's system model ([R-PM]) counts: core, SRAM (ACT + PSUM), DRAM."""
-
-_E2_BY_BITS = {4: "e2m1", 5: "e2m2", 6: "e2m3", 7: "e2m4", 8: "e2m5", 16: "fp16", 32: "fp32"}
-"""Element format of an operand known only by its width: the paper's baseline PEs use "E2"
-element formats E2M(bits-3) (specs/hbq.md §2.4, §3.5), FP16/FP32 for unquantized operands."""
 
 
 @dataclass(frozen=True)
@@ -79,80 +81,67 @@ class PePoint:
     model: PeCost | None = None
 
 
-def _element_name(spec: Any, bits: int) -> str:
-    elem = getattr(spec, "elem", None)
-    if elem is not None and getattr(elem, "name", None):
-        return str(elem.name)
-    if isinstance(spec, str) and spec.lower() in ("fp16", "bf16", "fp32"):
-        return spec.lower()
-    if bits not in _E2_BY_BITS:
-        raise CoaccelError(f"no element format for a {bits}-bit operand; name one in the arch")
-    return _E2_BY_BITS[bits]
+def _target_components(arch: Any, result: Any = None) -> PricedComponents:
+    """The typed cost input of an architecture of any registered kind (and a run of it)."""
+    from ..simulation import target
 
-
-def _scale_name(spec: Any, fmt_name: str) -> str:
-    scale_fmt = getattr(spec, "scale_fmt", None)
-    if scale_fmt is not None:
-        return str(scale_fmt.name)
-    name = fmt_name.lower()
-    if name.startswith("mx") or hasattr(spec, "scale_bias"):
-        # The baseline BQ PE's "PoT" scale (specs/hbq.md §3.5), as for OCP E8M0 / the repo's MX.
-        return "pot"
-    return "e5m3"
+    kind = getattr(arch, "kind", None)
+    if not isinstance(kind, str):
+        raise CoaccelError(
+            f"expected a loaded architecture config with a 'kind', got {type(arch).__name__}"
+        )
+    t = target(kind)
+    if t.priced_components is None:
+        raise CoaccelError(f"simulator kind {kind!r} has no cost model")
+    return t.priced_components(arch, result)
 
 
 def pe_format_of(arch: Any) -> PeFormat | None:
     """The PE design point of an architecture, or None when its PE uses published figures.
 
-    Amove and the weight-only (AxCore-like) PE are not derived by the PE model; their
-    architectures (names containing ``amove`` / ``woq``) use the published per-MAC figures of
-    ``arch_configs/cost/system_28nm.yaml``.
-
     Args:
-        arch: an ``HbqArchConfig``.
+        arch: a loaded architecture config (its ``pe_array.cost_model`` says which).
 
     Returns:
         The :class:`PeFormat`, or None.
     """
-    from ..sim.hbq_asic.config import operand_format
+    mac = _target_components(arch).macs[0]
+    return _pe_format(mac)
 
-    name = arch.name.lower()
-    if "amove" in name or "woq" in name:
+
+def _pe_format(mac: MacArray) -> PeFormat | None:
+    if mac.cost_model != "pe_model":
         return None
-    w_cfg, a_cfg = arch.formats.weight, arch.formats.activation
-    w_spec = operand_format(arch, "weight")
-    a_spec = operand_format(arch, "activation")
-    ub = a_cfg.ub_elems or None
-    return PeFormat(
-        weight=_element_name(w_spec, w_cfg.element_bits),
-        act=_element_name(a_spec, a_cfg.element_bits),
-        block=max(w_cfg.block_elems, a_cfg.block_elems),
-        scale=_scale_name(a_spec, a_cfg.format),
-        ub=ub,
-        l2_act=a_cfg.l2_scheme if ub else "none",
-        l2_act_bits=a_cfg.l2_bits if ub else 2,
-        l2_weight=w_cfg.l2_scheme if ub else "none",
-        l2_weight_bits=w_cfg.l2_bits if ub and w_cfg.l2_bits else 2,
-        pe_macs=arch.pe_array.macs_per_pe,
-    ).check()
+    if mac.fmt is None:
+        raise CoaccelError(f"{mac.name}: cost_model 'pe_model' needs the operand formats")
+    return PeFormat(**dataclasses.asdict(mac.fmt)).check()
 
 
-def arch_pe(arch: Any, node_nm: float = 28) -> PePoint:
-    """PE area and energy per MAC of an architecture (model or published).
+def mac_point(mac: MacArray, node_nm: float = 28) -> PePoint:
+    """Area and energy per MAC of a MAC array (PE model or published figures).
 
     Args:
-        arch: an ``HbqArchConfig``.
+        mac: the MAC array of a :class:`~coaccel.sim.common.priced.PricedComponents`.
         node_nm: technology node.
 
     Returns:
         The :class:`PePoint`.
+
+    Raises:
+        CoaccelError: published figures under a key the cost tables do not have.
     """
-    pe = pe_format_of(arch)
+    pe = _pe_format(mac)
     nf = node_factors(node_nm)
     if pe is None:
         t = shipped_table("system_28nm.yaml")
-        key = "amove" if "amove" in arch.name.lower() else "woq"
-        a, e = t[f"{key}_area_um2_per_mac"], t[f"{key}_energy_fj_per_mac"]
+        key = mac.cost_model
+        try:
+            a, e = t[f"{key}_area_um2_per_mac"], t[f"{key}_energy_fj_per_mac"]
+        except (KeyError, CoaccelError):
+            raise CoaccelError(
+                f"{mac.name}: no published per-MAC figures for cost_model {key!r} in "
+                "system_28nm.yaml"
+            ) from None
         a_rel = math.hypot(a.uncertainty, nf.area_uncertainty)
         e_rel = math.hypot(e.uncertainty, nf.energy_uncertainty)
         return PePoint(
@@ -173,13 +162,17 @@ def arch_pe(arch: Any, node_nm: float = 28) -> PePoint:
     )
 
 
-def _buffer_geometry(arch: Any, which: str) -> tuple[int, int, int]:
-    """(banks, depth_words, width_bits per bank) of a buffer."""
-    b = getattr(arch.buffers, which)
-    bits = b.size_bytes * 8
-    width = b.width_bits if which == "psum" else max(1, b.width_bits // b.banks)
-    depth = max(1, bits // (b.banks * width))
-    return b.banks, depth, width
+def arch_pe(arch: Any, node_nm: float = 28) -> PePoint:
+    """PE area and energy per MAC of an architecture (model or published).
+
+    Args:
+        arch: a loaded architecture config.
+        node_nm: technology node.
+
+    Returns:
+        The :class:`PePoint` of its (first) MAC array.
+    """
+    return mac_point(_target_components(arch).macs[0], node_nm)
 
 
 @dataclass(frozen=True)
@@ -249,112 +242,152 @@ def arch_area(arch: Any, node_nm: float = 28) -> CostBreakdown:
     """Area by component of an architecture (no workload).
 
     Args:
-        arch: an ``HbqArchConfig``.
+        arch: a loaded architecture config of a kind with a cost model.
         node_nm: technology node.
 
     Returns:
         A :class:`CostBreakdown` with empty energy.
     """
-    pe = arch_pe(arch, node_nm)
-    n_macs = arch.pe_array.n_pes * arch.pe_array.macs_per_pe
-    area = {"pe_array": pe.area_um2_per_mac * n_macs}
-    sigma = {"pe_array": pe.area_sigma_um2_per_mac * n_macs}
-    sources = {"pe_array": pe.source}
-    for which in BUFFERS:
-        banks, depth, width = _buffer_geometry(arch, which)
-        s = sram_cost(depth, width, banks=banks, node_nm=node_nm)
-        area[f"{which}_buffer"] = s.area_um2
-        sigma[f"{which}_buffer"] = s.area_sigma_um2
-        sources[f"{which}_buffer"] = (
-            f"SRAM model, {banks} x {depth} x {width} b"
-            + ("" if s.in_calibrated_range else " (beyond the calibrated macro sizes)")
-            + "; arch_configs/cost/sram_28nm.yaml"
-        )
-    t = shipped_table("system_28nm.yaml")
-    nf = node_factors(node_nm)
-    lane = t["psum_logic_area_um2_per_lane"]
-    area["psum_logic"] = lane.value * arch.pe_array.n_pes * nf.area
-    sigma["psum_logic"] = area["psum_logic"] * math.hypot(lane.uncertainty, nf.area_uncertainty)
-    sources["psum_logic"] = lane.source
-    return CostBreakdown(
-        arch=arch.name,
-        workload="",
-        node_nm=float(node_nm),
-        area_um2=FrozenMap(area),
-        area_sigma_um2=FrozenMap(sigma),
-        energy_j=FrozenMap(),
-        energy_sigma_j=FrozenMap(),
-        sources=FrozenMap(sources),
-        pe=pe,
-    )
+    return price(_target_components(arch), node_nm)
 
 
 def evaluate(stats: Any, arch: Any, node_nm: float = 28) -> CostBreakdown:
     """Energy (and area) of a simulated run.
 
     Args:
-        stats: the simulator's ``HbqSimStats`` (``coaccel.sim.hbq_asic.simulate``).
-        arch: the ``HbqArchConfig`` it ran on.
+        stats: the simulation result (:func:`coaccel.simulate`).
+        arch: the loaded architecture config it ran on.
         node_nm: technology node.
 
     Returns:
         The :class:`CostBreakdown` with energy per component (J) and area per component (µm²).
     """
-    base = arch_area(arch, node_nm)
-    nf = node_factors(node_nm)
-    sm = sram_model()
-    energy: dict[str, float] = {}
+    if stats is None:
+        raise CoaccelError("evaluate() needs a simulation result; arch_area() prices a design")
+    if not hasattr(stats, "buffers") or isinstance(stats, (str, bytes)):
+        raise CoaccelError(
+            f"evaluate() takes a simulation result first, got {type(stats).__name__}; "
+            "call evaluate(coaccel.simulate(arch, workload), arch)"
+        )
+    return price(_target_components(arch, stats), node_nm)
+
+
+def _price_area(pc: PricedComponents, node_nm: float) -> tuple[dict, dict, dict, PePoint]:
+    """Area, its sigma and sources per component, and the (first) MAC array's per-MAC point."""
+    area: dict[str, float] = {}
     sigma: dict[str, float] = {}
-    sources = dict(base.sources)
-    macs = int(stats.macs)
-    seconds = float(stats.seconds)
-    pe = base.pe
-    energy["pe_array"] = macs * pe.energy_fj_per_mac * 1e-15
-    sigma["pe_array"] = macs * pe.energy_sigma_fj_per_mac * 1e-15
-    for which in BUFFERS:
-        b = stats.buffers[which.upper()]
-        bits = 8 * (int(b.read_bytes) + int(b.write_bytes))
-        _, depth, _ = _buffer_geometry(arch, which)
-        e_bit_fj = sm.access_energy_fj(depth, 1) * nf.sram_energy
-        key = f"{which}_buffer"
-        energy[key] = bits * e_bit_fj * 1e-15
-        inside = depth <= sm.max_subarray_rows
-        rel = math.hypot(0.2 if inside else 0.35, nf.sram_energy_uncertainty)
-        sigma[key] = energy[key] * rel
-        sources[key] += (
-            f"; energy: bytes moved (simulated) x {e_bit_fj:.1f} fJ/bit at bank depth {depth}"
+    sources: dict[str, str] = {}
+    points = [mac_point(m, node_nm) for m in pc.macs]
+    for m, pt in zip(pc.macs, points, strict=True):
+        area[m.name] = pt.area_um2_per_mac * m.units
+        sigma[m.name] = pt.area_sigma_um2_per_mac * m.units
+        sources[m.name] = pt.source
+    for b in pc.buffers:
+        s = sram_cost(b.depth_words, b.bank_width_bits, banks=b.banks, node_nm=node_nm)
+        area[b.name] = s.area_um2
+        sigma[b.name] = s.area_sigma_um2
+        sources[b.name] = (
+            f"SRAM model, {b.banks} x {b.depth_words} x {b.bank_width_bits} b"
+            + ("" if s.in_calibrated_range else " (beyond the calibrated macro sizes)")
+            + "; arch_configs/cost/sram_28nm.yaml"
         )
     t = shipped_table("system_28nm.yaml")
-    upd = t["psum_update_energy_pj"]
-    # Every partial sum written back to the PSUM buffer went through the accumulate unit once.
-    psum_bits = float(arch.psum.bits_per_element)
-    updates = 8 * int(stats.buffers["PSUM"].write_bytes) / psum_bits
-    energy["psum_logic"] = updates * upd.value * 1e-12 * nf.energy
-    sigma["psum_logic"] = energy["psum_logic"] * math.hypot(upd.uncertainty, nf.energy_uncertainty)
-    sources["psum_logic"] += f"; energy: {upd.source}"
-    dram_bytes = int(stats.dram.read_bytes) + int(stats.dram.write_bytes)
-    energy["dram"] = dram_bytes * arch.dram.energy_pj_per_byte * 1e-12
-    sigma["dram"] = energy["dram"] * arch.dram.uncertainty_pct / 100.0
-    sources["dram"] = (
-        f"bytes moved in the simulated traces x {arch.dram.energy_pj_per_byte:g} pJ/B "
-        f"({arch.dram.type}): {arch.dram.source}"
-    )
+    nf = node_factors(node_nm)
+    for g in pc.logic:
+        lane = _logic_entry(t, g, "area_um2_per_lane")
+        area[g.name] = lane.value * g.lanes * nf.area
+        sigma[g.name] = area[g.name] * math.hypot(lane.uncertainty, nf.area_uncertainty)
+        sources[g.name] = lane.source
+    return area, sigma, sources, points[0]
+
+
+_LOGIC_KEYS = {"psum_mxint8": "psum_logic"}
+"""Logic kind -> the prefix of its figures in ``system_28nm.yaml``."""
+
+
+def _logic_entry(t: Any, g: LogicUse, what: str) -> Any:
+    prefix = _LOGIC_KEYS.get(g.logic)
+    if prefix is None:
+        raise CoaccelError(
+            f"{g.name}: no cost figures for logic {g.logic!r}; known: {', '.join(_LOGIC_KEYS)}"
+        )
+    key = f"{prefix}_{what}" if what != "update_energy_pj" else "psum_update_energy_pj"
+    return t[key]
+
+
+def price(pc: PricedComponents, node_nm: float = 28) -> CostBreakdown:
+    """Area and, for a run, energy per component of the cost model's typed input.
+
+    Args:
+        pc: what the design contains and, if :attr:`~PricedComponents.has_run`, what the run did
+            (a target's ``priced_components``).
+        node_nm: technology node (28, 16, 7 or 5).
+
+    Returns:
+        The :class:`CostBreakdown`: area (µm²) for every component; energy (J) for every
+        component plus leakage when the input describes a run.
+    """
+    area, area_sigma, sources, pe = _price_area(pc, node_nm)
+    if not pc.has_run:
+        return CostBreakdown(
+            arch=pc.arch,
+            workload="",
+            node_nm=float(node_nm),
+            area_um2=FrozenMap(area),
+            area_sigma_um2=FrozenMap(area_sigma),
+            energy_j=FrozenMap(),
+            energy_sigma_j=FrozenMap(),
+            sources=FrozenMap(sources),
+            pe=pe,
+        )
+    nf = node_factors(node_nm)
+    sm = sram_model()
+    t = shipped_table("system_28nm.yaml")
+    energy: dict[str, float] = {}
+    sigma: dict[str, float] = {}
+    for m in pc.macs:
+        pt = mac_point(m, node_nm)
+        energy[m.name] = m.macs * pt.energy_fj_per_mac * 1e-15
+        sigma[m.name] = m.macs * pt.energy_sigma_fj_per_mac * 1e-15
+    for b in pc.buffers:
+        bits = 8 * (b.read_bytes + b.write_bytes)
+        e_bit_fj = sm.access_energy_fj(b.depth_words, 1) * nf.sram_energy
+        energy[b.name] = bits * e_bit_fj * 1e-15
+        inside = b.depth_words <= sm.max_subarray_rows
+        rel = math.hypot(0.2 if inside else 0.35, nf.sram_energy_uncertainty)
+        sigma[b.name] = energy[b.name] * rel
+        sources[b.name] += (
+            f"; energy: bytes moved (simulated) x {e_bit_fj:.1f} fJ/bit at bank depth "
+            f"{b.depth_words}"
+        )
+    for g in pc.logic:
+        upd = _logic_entry(t, g, "update_energy_pj")
+        energy[g.name] = g.operations * upd.value * 1e-12 * nf.energy
+        sigma[g.name] = energy[g.name] * math.hypot(upd.uncertainty, nf.energy_uncertainty)
+        sources[g.name] += f"; energy: {upd.source}"
+    for d in pc.offchip:
+        energy[d.name] = (d.read_bytes + d.write_bytes) * d.energy_pj_per_byte * 1e-12
+        sigma[d.name] = energy[d.name] * d.uncertainty_pct / 100.0
+        sources[d.name] = (
+            f"bytes moved in the simulated traces x {d.energy_pj_per_byte:g} pJ/B "
+            f"({d.memory_type}): {d.source}"
+        )
     leak = t["leakage_mw_per_mm2"]
-    p_w = leak.value * 1e-3 * base.total_area_um2 * 1e-6 * nf.leakage
-    energy["leakage"] = p_w * seconds
+    p_w = leak.value * 1e-3 * sum(area.values()) * 1e-6 * nf.leakage
+    energy["leakage"] = p_w * pc.seconds
     sigma["leakage"] = energy["leakage"] * math.hypot(leak.uncertainty, nf.leakage_uncertainty)
     sources["leakage"] = f"{leak.source}; x total area x run time"
     return CostBreakdown(
-        arch=arch.name,
-        workload=str(stats.workload),
+        arch=pc.arch,
+        workload=pc.workload,
         node_nm=float(node_nm),
-        area_um2=base.area_um2,
-        area_sigma_um2=base.area_sigma_um2,
+        area_um2=FrozenMap(area),
+        area_sigma_um2=FrozenMap(area_sigma),
         energy_j=FrozenMap(energy),
         energy_sigma_j=FrozenMap(sigma),
         sources=FrozenMap(sources),
         pe=pe,
-        seconds=seconds,
-        macs=macs,
-        sim_mode=str(stats.mode),
+        seconds=pc.seconds,
+        macs=sum(m.macs for m in pc.macs),
+        sim_mode=pc.mode,
     )

@@ -8,7 +8,7 @@ traces, the simulator consumes them and returns statistics as data. See ``docs/h
 
 from coaccel.sim.common import SimTarget
 
-from . import _simulate, config, engine, stats, workload
+from . import _simulate, config, engine, priced, stats, workload
 from ._simulate import simulate, simulate_segments
 from .config import (
     ARCH_NAMES,
@@ -20,6 +20,7 @@ from .config import (
     load_arch,
     tile_plan,
 )
+from .priced import priced_components
 from .stats import STALL_CAUSES, BufferAccess, DramAccess, HbqSimStats, KindStats
 from .workload import (
     WORKLOAD_NAMES,
@@ -41,6 +42,7 @@ TARGET = SimTarget(
     load_arch=load_arch,
     load_workload=load_workload,
     simulate=simulate,
+    priced_components=priced_components,
     options=(("engine", "cycle mode's event engine: 'fast' (numba, default) or 'simpy'"),),
 )
 """This simulator as :func:`coaccel.simulate` and ``coaccel sim`` see it."""
@@ -66,6 +68,8 @@ __all__ = [
     "iter_workload_segments",
     "load_arch",
     "load_workload",
+    "priced",
+    "priced_components",
     "simulate",
     "simulate_segments",
     "stats",

@@ -197,6 +197,10 @@ class PeArrayConfig:
             weight load, weight load to issue, last result to idle (RTL hbq_array: 2).
         weight_shadow_regs: the next weights shift in while the current ones compute.
         wgt_shift_cycles_per_pe: cycles to shift one PE's weights one PE down the chain.
+        cost_model: how the cost model prices the PE: ``pe_model`` (derived from the operand
+            formats by the PE model) or the key of published per-MAC figures in
+            ``arch_configs/cost/system_28nm.yaml`` (``amove``, ``woq``) for datapaths the PE
+            model does not derive.
     """
 
     n_pes: int = param(ge=1, doc="PEs in the array")
@@ -210,6 +214,9 @@ class PeArrayConfig:
     fsm_cycles: int = param(default=2, ge=0, doc="tile state machine overhead per transition")
     weight_shadow_regs: bool = param(default=False, doc="weights shift in while computing")
     wgt_shift_cycles_per_pe: int = param(default=1, ge=1, doc="cycles per PE of weight shift")
+    cost_model: Literal["pe_model", "amove", "woq"] = param(
+        default="pe_model", doc="PE pricing: the PE model, or published figures by key"
+    )
 
 
 @dataclass(frozen=True)
