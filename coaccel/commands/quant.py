@@ -8,11 +8,14 @@ report of :mod:`coaccel.report.quant` (CSV + PNG) into ``--out``, printing the t
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ._args import int_in
 
 DEFAULT_CONFIG = "studies/quant_default.yaml"
 DEFAULT_OUT = Path("reports") / "quant"
@@ -71,16 +74,21 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help=f"output folder (default: ./{DEFAULT_OUT.as_posix()})",
     )
-    p.add_argument("--seed", type=int, metavar="N", help="seed of the synthetic tensors")
+    p.add_argument(
+        "--seed", type=int_in(0, 2**32 - 1), metavar="N", help="seed of the synthetic tensors"
+    )
     p.add_argument(
         "--sentences", type=int, metavar="N", help="number of corpus sentences for the real model"
     )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--json", action="store_true", help="print the result rows as JSON")
     p.set_defaults(func=run, command="quant")
 
 
-def _split(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
+def _split(text: str, flag: str) -> list[str]:
+    from ._args import comma_list
+
+    return comma_list(text, flag)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,9 +109,9 @@ def run(args: argparse.Namespace) -> int:
     cfg = load_config(cfg_path, QuantStudyConfig)
     changes: dict[str, Any] = {}
     if args.formats is not None:
-        changes["formats"] = _split(args.formats)
+        changes["formats"] = _split(args.formats, "--formats")
     if args.data is not None:
-        changes["data"] = _split(args.data)
+        changes["data"] = _split(args.data, "--data")
     if args.seed is not None:
         changes["seed"] = args.seed
     if args.sentences is not None:
@@ -126,8 +134,19 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"quant: {msg}", file=sys.stderr, flush=True)
 
+    from ..report._files import write_manifest
+    from ..studies.quant import rows_as_dicts
+    from ._args import prepare_out_dir
+
+    prepare_out_dir(args.out)
     result = run_quant_study(cfg, rng=np.random.default_rng(cfg.seed), progress=progress)
     paths = write_quant_report(result, args.out)
+    write_manifest(args.out, paths, command="coaccel quant", settings={"config": str(cfg_path)})
+    if args.json:
+        doc = {"rows": rows_as_dicts(result.rows), "files": [str(p) for p in paths]}
+        json.dump(doc, sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+        return 0
     print(format_quant_table(result))
     print()
     for p in paths:

@@ -22,8 +22,8 @@ DEFAULT_WORKLOADS = "llama-2-7b,llama-3-8b,llama-3.2-3b,qwen2.5-3b,qwen2.5-7b"
 EPILOG = """\
 examples:
   coaccel report hbq_e_28nm hbq_a_28nm nvfp4_28nm mxfp_w4a8_28nm amove_28nm
-  coaccel report arch_configs/hbq_asic/hbq_e_28nm.yaml --workloads llama-3-8b --scenario prefill_16k
-  coaccel report hbq_e_28nm --node 7 --mode cycle --workloads llama-3.2-3b
+  coaccel report arch_configs/hbq_asic/hbq_e_28nm.yaml --workload llama-3-8b --scenario prefill_16k
+  coaccel report hbq_e_28nm --node 7 --mode cycle --workload llama-3.2-3b
   coaccel report hbq_e_28nm --area-only
 """
 
@@ -47,7 +47,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("archs", nargs="+", metavar="ARCH", help="shipped arch name or YAML path")
     p.add_argument(
+        "--workload",
         "--workloads",
+        dest="workloads",
         default=DEFAULT_WORKLOADS,
         metavar="M,M,...",
         help="comma-separated models (default: the five of specs/hbq.md §3.6)",
@@ -83,10 +85,12 @@ def run(args: argparse.Namespace) -> int:
     from ..cost import arch_area, evaluate
     from ..report.hbq import write_cost_report
     from ..sim.hbq_asic import load_arch, simulate
+    from ._args import comma_list, prepare_out_dir
 
     t0 = time.perf_counter()
+    prepare_out_dir(args.out)
     archs = [load_arch(a) for a in args.archs]
-    workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    workloads = comma_list(args.workloads, "--workload")
     breakdowns = []
     if args.area_only:
         breakdowns = [arch_area(a, args.node) for a in archs]

@@ -13,11 +13,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ._args import int_in
+
 DEFAULT_TABLE = "hbq_area.csv"
 
 EPILOG = """\
 examples:
-  coaccel synth                                 every block group -> rtl/synth/hbq_area.csv
+  coaccel synth                                 every block group -> reports/synth/hbq_area.csv
+  coaccel synth --update-committed              update the committed rtl/synth/hbq_area.csv
   coaccel synth --blocks fp16_add,psum_unit --out /tmp/area.csv
   coaccel synth --list                          the groups and their design points
 needs Yosys with a working ABC (Debian/Ubuntu: apt-get install yosys); see docs/synthesis.md
@@ -52,9 +55,16 @@ def register(subparsers: Any) -> None:
         type=Path,
         default=None,
         metavar="CSV",
-        help=f"area table to write (default: <rtl dir>/synth/{DEFAULT_TABLE}, the committed one)",
+        help=f"area table to write (default: reports/synth/{DEFAULT_TABLE})",
     )
-    p.add_argument("--jobs", type=int, default=2, metavar="N", help="parallel Yosys runs (2)")
+    p.add_argument(
+        "--update-committed",
+        action="store_true",
+        help=f"update the committed table <rtl dir>/synth/{DEFAULT_TABLE} (its other rows kept)",
+    )
+    p.add_argument(
+        "--jobs", type=int_in(1, 64), default=2, metavar="N", help="parallel Yosys runs (2)"
+    )
     p.add_argument(
         "--rtl-dir", type=Path, default=None, metavar="DIR", help="the rtl/ folder (auto)"
     )
@@ -85,15 +95,26 @@ def run(args: argparse.Namespace) -> int:
     """
     from coaccel import synth
 
+    from ..errors import CoaccelError
+    from ..report._files import write_text
+    from ._args import comma_list, out_file
+
     if args.list:
         for group, points in synth.GROUPS.items():
             print(f"{group}:")
             for pt in points:
                 print(f"  {pt.top} {pt.param_string}".rstrip())
         return 0
-    groups = [g.strip() for g in args.blocks.split(",") if g.strip()] if args.blocks else None
+    groups = comma_list(args.blocks, "--blocks") if args.blocks else None
     points = synth.select_points(groups)
     rtl_dir = args.rtl_dir.resolve() if args.rtl_dir else synth.find_rtl_dir()
+    if args.update_committed and args.out is not None:
+        raise CoaccelError("--out and --update-committed exclude each other")
+    committed = rtl_dir / "synth" / DEFAULT_TABLE
+    out = (
+        committed if args.update_committed else (args.out or Path("reports/synth") / DEFAULT_TABLE)
+    )
+    out_file(out)
 
     def progress(point: Any, row: dict[str, str], seconds: float) -> None:
         if not args.quiet:
@@ -114,12 +135,10 @@ def run(args: argparse.Namespace) -> int:
             timeout_s=args.timeout,
             progress=progress,
         )
-    out = args.out if args.out is not None else rtl_dir / "synth" / DEFAULT_TABLE
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if args.out is None and out.exists():
+    if args.update_committed and out.exists():
         # A partial run (--blocks) updates its rows of the committed table and keeps the others.
         rows = synth.merge_rows(synth.read_area_csv(out), rows)
-    out.write_text(synth.rows_to_csv(rows))
+    write_text(out, synth.rows_to_csv(rows))
     _print_table(rows)
     cal = synth.calibration(rows)
     if cal:

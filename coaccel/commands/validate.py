@@ -85,8 +85,10 @@ def run_hbq(args: argparse.Namespace) -> int:
     """
     from ..report.hbq import format_validation_table, write_validation_report
     from ..validate.hbq import validate_hbq
+    from ._args import prepare_out_dir
 
     t0 = time.perf_counter()
+    prepare_out_dir(args.out)
     v = validate_hbq(mode=args.mode, speedup_mode=args.speedup_mode, system=not args.no_system)
     paths = write_validation_report(v, args.out)
     print(format_validation_table(v))

@@ -344,7 +344,7 @@ class HbqArchConfig:
 
     kind: Literal["hbq_asic"] = param(doc="simulator kind: hbq_asic")
     name: str = param(doc="short name")
-    freq_mhz: float = param(gt=0, doc="clock")
+    freq_mhz: float = param(gt=0, le=10_000, doc="clock (at most 10 GHz)")
     pe_array: PeArrayConfig = param(doc="PE array")
     formats: FormatsConfig = param(doc="operand formats")
     psum: PsumConfig = param(doc="partial sums")

@@ -1,0 +1,77 @@
+"""Argument types and checks shared by the sub-commands: numbers in range, comma lists without
+empty entries, output locations checked before any work starts."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import CoaccelError
+from ..report._files import prepare_out_dir
+
+__all__ = ["comma_list", "int_in", "out_file", "prepare_out_dir"]
+
+
+def int_in(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer within ``[lo, hi]`` (either bound may be open).
+
+    Args:
+        lo: smallest accepted value, or None.
+        hi: largest accepted value, or None.
+
+    Returns:
+        The converter; it raises ``argparse.ArgumentTypeError`` with the valid range.
+    """
+
+    def conv(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            lo_s = "" if lo is None else f"{lo} <= "
+            hi_s = "" if hi is None else f" <= {hi}"
+            raise argparse.ArgumentTypeError(f"{v} is out of range: must be {lo_s}N{hi_s}")
+        return v
+
+    conv.__name__ = "integer"
+    return conv
+
+
+def comma_list(text: str, flag: str) -> list[str]:
+    """Split ``"a,b,c"``; an empty entry (``"a,,b"``, a trailing comma) is an error.
+
+    Args:
+        text: the option's value.
+        flag: the option's name, for the message.
+
+    Returns:
+        The stripped entries.
+
+    Raises:
+        CoaccelError: an empty entry or an empty list.
+    """
+    parts = [t.strip() for t in text.split(",")]
+    if not text.strip() or any(not p for p in parts):
+        raise CoaccelError(f"{flag} {text!r}: empty entry in the comma-separated list")
+    return parts
+
+
+def out_file(path: Path, flag: str = "--out") -> Path:
+    """Check, before any work, that a file can be written at ``path`` (its folder is created).
+
+    Args:
+        path: the output file.
+        flag: the option's name, for the message.
+
+    Returns:
+        The path.
+
+    Raises:
+        CoaccelError: it is a folder, or its folder cannot be created or written.
+    """
+    if path.is_dir():
+        raise CoaccelError(f"{flag} {str(path)!r} is a folder; give a file name")
+    prepare_out_dir(path.parent if str(path.parent) else Path("."), flag)
+    return path
