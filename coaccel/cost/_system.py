@@ -177,7 +177,7 @@ def _buffer_geometry(arch: Any, which: str) -> tuple[int, int, int]:
     """(banks, depth_words, width_bits per bank) of a buffer."""
     b = getattr(arch.buffers, which)
     bits = b.size_bytes * 8
-    width = b.width_bits if which == "psum" else max(1, b.width_bits // b.banks)
+    width = max(1, b.access_width_bits // b.banks)  # a bank word + its share of the side band
     depth = max(1, bits // (b.banks * width))
     return b.banks, depth, width
 
