@@ -416,8 +416,9 @@ def nvfp_w4a8_variant(arch: Any) -> Any:
             "formats.kv.format": "nvfp_e2m5",
             "formats.kv.element_bits": 8,
             "pe_array.native_act_bits": 8,
-            # one 128-element block per cycle: 128 x 8 b elements + 8 E5M3 scales of 8 b
-            "buffers.act.width_bits": 128 * 8 + 8 * 8,
+            # one 128-element block per cycle: 128 x 8 b elements + 8 E5M3 scales of 8 b,
+            # over the 4 banks
+            "buffers.act.bank_width_bits": (128 * 8 + 8 * 8) // 4,
         },
     )
 

@@ -15,6 +15,7 @@ from fractions import Fraction
 
 from coaccel.models.hbq import PLAIN_FORMAT_BITS, operand_storage
 
+from ..common import offchip
 from .config import HbqArchConfig, _kstep, operand_format
 
 __all__ = ["FormatInfo", "HwParams", "hw_params"]
@@ -46,7 +47,8 @@ class HwParams:
         pe_ii / unit_ii: PE and accumulate-unit initiation intervals.
         shift_cycles_per_pe: weight shift cycles per PE. shadow_regs: weights shift in while
             computing.
-        act_width_bits / wgt_width_bits: bits per cycle the ACT / WGT buffers deliver.
+        act_width_bits / wgt_width_bits: bits one full-width access of the ACT / WGT buffer
+            delivers per cycle (``banks x bank_width_bits + sideband_bits``).
         psum_banks / psum_ports: PSUM banks and accesses per bank per cycle.
         psum_word_bits: bits per PSUM word (``sa_n`` partial sums + exponent).
         s_wb: cycles from a token's issue to its partial-sum write-back (ACT read + broadcast +
@@ -54,7 +56,9 @@ class HwParams:
         s_rd: cycles from a token's issue to its partial-sum read (one cycle before the PE
             result, the synchronous read: 3 in hbq_array).
         fsm_cycles: tile state-machine overhead per transition (2 in hbq_array).
-        dram_bytes_per_cycle: sustained DRAM bandwidth. dram_latency: DRAM latency, cycles.
+        dram_bytes_per_cycle: sustained streaming DRAM bandwidth, B/cycle (HBQ moves whole
+            tiles: the efficiency curve's streaming end). dram_latency: first-access DRAM
+            latency, cycles (both from :mod:`coaccel.sim.common.offchip`).
         vector_elems_per_cycle / vector_latency: softmax unit.
         act_formats / wgt_formats: format tables for the A and W operand of compute records.
         freq_mhz: clock.
@@ -173,7 +177,6 @@ def hw_params(arch: HbqArchConfig) -> HwParams:
             # conservative propagation time); element widths are equal (validated).
             bits = max(bits, old.bits)
         table[name] = FormatInfo(name, cfg.element_bits, bits)
-    lat_ns = arch.dram.latency_ns
     return HwParams(
         n_pes=pe.n_pes,
         macs_per_pe=pe.macs_per_pe,
@@ -185,8 +188,8 @@ def hw_params(arch: HbqArchConfig) -> HwParams:
         unit_ii=arch.psum.unit_ii_cycles,
         shift_cycles_per_pe=pe.wgt_shift_cycles_per_pe,
         shadow_regs=pe.weight_shadow_regs,
-        act_width_bits=bufs.act.width_bits,
-        wgt_width_bits=bufs.wgt.width_bits,
+        act_width_bits=bufs.act.access_width_bits,
+        wgt_width_bits=bufs.wgt.access_width_bits,
         psum_banks=bufs.psum.banks,
         psum_ports=bufs.psum.ports,
         psum_word_bits=arch.psum.bits_per_element * arch.psum.block_elems,
@@ -196,8 +199,8 @@ def hw_params(arch: HbqArchConfig) -> HwParams:
         + arch.psum.unit_latency_cycles,
         s_rd=max(0, pe.act_read_cycles + pe.broadcast_stages + pe.latency_cycles - 1),
         fsm_cycles=pe.fsm_cycles,
-        dram_bytes_per_cycle=arch.dram.sustained_bytes_per_cycle(arch.freq_mhz),
-        dram_latency=math.ceil(lat_ns * arch.freq_mhz / 1000.0),
+        dram_bytes_per_cycle=offchip.sustained_bytes_per_cycle(arch.dram, arch.freq_mhz),
+        dram_latency=offchip.latency_cycles(arch.dram, arch.freq_mhz),
         vector_elems_per_cycle=arch.vector_unit.elems_per_cycle,
         vector_latency=arch.vector_unit.latency_cycles,
         act_formats=act_formats,

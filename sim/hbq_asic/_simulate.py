@@ -10,10 +10,11 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from coaccel.config import config_digest
 from coaccel.models.hbq import TraceSegment
 
 from ._hw import HwParams, hw_params
+from ._result import _notes, _stats
+from .analytical import simulate_analytical
 from .config import HbqArchConfig, load_arch
 from .engine import (
     QUEUE_DMA,
@@ -26,7 +27,7 @@ from .engine import (
     run_program,
 )
 from .stats import STALL_CAUSES, BufferAccess, DramAccess, HbqSimStats, KindStats
-from .workload import Workload, iter_workload_segments, load_workload, workload_tiles
+from .workload import Workload, iter_workload_segments, load_workload
 
 __all__ = ["simulate", "simulate_segments"]
 
@@ -63,8 +64,6 @@ def simulate(
     a = arch if isinstance(arch, HbqArchConfig) else load_arch(arch)
     w = workload if isinstance(workload, Workload) else load_workload(workload)
     if mode == "analytical":
-        from .analytical import simulate_analytical
-
         return simulate_analytical(a, w)
     if mode != "cycle":
         raise ValueError(f"mode={mode!r}; valid choices: 'cycle', 'analytical'")
@@ -352,64 +351,3 @@ def _passes(hw: HwParams, a: str, b: str) -> int:
         return hw.passes(a, b)
     except KeyError:
         return 0
-
-
-def _notes(workload: Workload, *, engine: str) -> tuple[str, ...]:
-    sc = workload.scenario
-    notes = [
-        engine,
-        f"identical transformer layers simulated once and scaled by {workload.model.layers}; "
-        "DRAM traffic is the simulated trace's, times the layer count",
-    ]
-    if sc.phase == "decode":
-        notes.append(f"{sc.decode_steps} decode step(s), each simulated")
-    if sc.causal_tile_skip:
-        notes.append("attention tiles wholly hidden by the causal mask are skipped")
-    notes.append("RMSNorm, residual adds and rotary embeddings are not traced")
-    return tuple(notes)
-
-
-def _stats(
-    arch: HbqArchConfig,
-    workload: Workload,
-    hw: HwParams,
-    mode: Mode,
-    cycles: int,
-    macs: int,
-    stall: dict[str, int],
-    buffers: dict[str, BufferAccess],
-    dram: DramAccess,
-    by_name: dict[str, KindStats],
-    notes: tuple[str, ...],
-) -> HbqSimStats:
-    tiles = workload_tiles(arch, workload)
-    peak = hw.peak_macs_per_cycle
-    return HbqSimStats(
-        arch=arch.name,
-        workload=workload.label,
-        mode=mode,
-        config_digest=config_digest(arch),
-        workload_digest=workload.digest,
-        freq_mhz=arch.freq_mhz,
-        cycles=cycles,
-        seconds=cycles / (arch.freq_mhz * 1e6),
-        macs=macs,
-        peak_macs_per_cycle=peak,
-        utilisation=macs / (cycles * peak) if cycles else 0.0,
-        stall_cycles=stall,
-        buffers=buffers,
-        dram=dram,
-        by_name=by_name,
-        tiles={
-            "tile_m": tiles.tile_m,
-            "tile_n": tiles.tile_n,
-            "tile_k": tiles.tile_k,
-            "attn_rows": tiles.attn_rows,
-            "attn_keys": tiles.attn_keys,
-            "n_buffers": tiles.n_buffers,
-            "act_resident": int(tiles.act_resident_bits is not None),
-        },
-        layers=workload.model.layers,
-        layers_simulated=1,
-        notes=notes,
-    )

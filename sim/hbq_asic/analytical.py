@@ -22,6 +22,7 @@ from typing import Any
 from coaccel.models.hbq import operand_storage, psum_bits_per_element
 
 from ._hw import HwParams, hw_params
+from ._result import _notes, _stats
 from .config import HbqArchConfig, operand_format
 from .engine import TileCycles, pe_tile_closed_form
 from .stats import STALL_CAUSES, BufferAccess, DramAccess, HbqSimStats, KindStats
@@ -349,8 +350,6 @@ def simulate_analytical(arch: HbqArchConfig, workload: Workload) -> HbqSimStats:
     Returns:
         The :class:`~.stats.HbqSimStats` (``mode="analytical"``).
     """
-    from ._simulate import _notes, _stats
-
     hw = hw_params(arch)
     model = _Model(hw)
     tiles = workload_tiles(arch, workload)

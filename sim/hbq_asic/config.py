@@ -4,8 +4,9 @@
 :func:`coaccel.config.load_config`, so unknown keys, types, ranges and units are checked and every
 problem is reported in one :class:`~coaccel.config.ConfigError`). Everything an architect sweeps is
 a field with its unit in its name: PE count, MACs per PE, operand formats (element widths, block
-size, μB, L2 scheme), partial-sum mode, buffer sizes (KiB), banks and port widths, clock (MHz),
-DRAM (the shared :class:`~coaccel.config.DramConfig` block, by file or inline) and tile sizes.
+size, μB, L2 scheme), partial-sum mode, buffer sizes (KiB), banks, bank widths and ports, clock
+(MHz), DRAM (the shared :class:`~coaccel.config.DramConfig` block, by file or inline) and tile
+sizes.
 
 :func:`tile_plan` derives the tiles from the buffers (specs/hbq.md §2.2: storing partial sums in
 MXINT8 instead of FP16 doubles the token depth of a tile) and :func:`attention_tiles` the
@@ -25,6 +26,8 @@ from typing import Any, ClassVar, Literal
 from coaccel.config import ConfigError, DramConfig, FrozenMap, Problem, load_config, param
 from coaccel.models.formats import HBQ_PRESETS, format_names, resolve
 from coaccel.models.hbq import PLAIN_FORMAT_BITS, OperandStorage, psum_bits_per_element
+
+from ..common.buffer import OnChipBuffer
 
 __all__ = [
     "ARCH_NAMES",
@@ -244,30 +247,29 @@ class PsumConfig:
 
 
 @dataclass(frozen=True)
-class BufferConfig:
-    """One on-chip SRAM buffer.
+class BufferConfig(OnChipBuffer):
+    """One on-chip SRAM buffer of the HBQ accelerator: the shared
+    :class:`~coaccel.sim.common.buffer.OnChipBuffer` plus double buffering.
+
+    Widths mean the same in every buffer: ``bank_width_bits`` is one bank's word; a full-width
+    access reads all banks plus the ``sideband_bits`` register file (``access_width_bits``).
+    The PE array reads ACT and WGT a full-width access at a time (one token's, or one PE's,
+    PE step per access) and PSUM a bank word at a time (one MXINT8 block or 16 FP16 partial sums
+    per word, ``n_pes / psum.block_elems`` words in distinct banks per cycle).
 
     Attributes:
         size_kib: capacity, KiB.
         banks: independently addressed banks.
-        width_bits: for ACT/WGT, bits one read delivers per cycle (all banks together); for
-            PSUM, the width of one bank word.
+        bank_width_bits: bits of one bank word.
+        sideband_bits: bits of the scale register file read with every full-width access
+            (the ACT buffer's per-block scales and L2 codes); 0 when there is none.
         ports: accesses per bank per cycle (1 = single-port macro: a read and a write to one
             bank conflict; 2 = one read and one write, as the RTL's 1R1W RAM).
         double_buffered: ACT/WGT: two tile slots (load the next tile while computing);
             PSUM: two output tiles (halves the tile depth).
     """
 
-    size_kib: float = param(gt=0, doc="capacity")
-    banks: int = param(ge=1, doc="banks")
-    width_bits: int = param(ge=1, doc="read width (ACT/WGT) or bank word width (PSUM)")
-    ports: int = param(default=1, ge=1, le=2, doc="accesses per bank per cycle")
     double_buffered: bool = param(default=True, doc="two slots")
-
-    @property
-    def size_bytes(self) -> int:
-        """Capacity in bytes (rounded down)."""
-        return int(Fraction(self.size_kib) * 1024)
 
 
 @dataclass(frozen=True)
@@ -395,13 +397,14 @@ class HbqArchConfig:
                 )
             )
         word = self.psum.bits_per_element * sa_n
-        if self.buffers.psum.width_bits < word:
+        if self.buffers.psum.bank_width_bits < word:
             out.append(
                 Problem(
                     "",
-                    "buffers.psum.width_bits",
-                    self.buffers.psum.width_bits,
-                    f"a PSUM word of {sa_n} partial sums in {self.psum.mode} needs {word} bits",
+                    "buffers.psum.bank_width_bits",
+                    self.buffers.psum.bank_width_bits,
+                    f"a PSUM bank word must hold {sa_n} partial sums in {self.psum.mode}: "
+                    f"{word} bits",
                 )
             )
         if self.tiling.tile_n_channels % pe.n_pes:

@@ -91,7 +91,9 @@ def buffer_geometry(arch: HbqArchConfig, which: str) -> tuple[int, int, int]:
     """``(banks, depth_words, bank_width_bits)`` of the ``act``, ``wgt`` or ``psum`` buffer."""
     b = getattr(arch.buffers, which)
     bits = b.size_bytes * 8
-    width = b.width_bits if which == "psum" else max(1, b.width_bits // b.banks)
+    # A bank word plus its share of the side band (the ACT scale register file), so that the
+    # SRAM model prices the bits actually read per access.
+    width = max(1, b.access_width_bits // b.banks)
     depth = max(1, bits // (b.banks * width))
     return b.banks, depth, width
 

@@ -1,15 +1,18 @@
 """Statistics the HBQ ASIC simulator returns: frozen dataclasses of plain numbers (no I/O).
 
-:class:`HbqSimStats` is the API result of :func:`~coaccel.sim.hbq_asic.simulate` in both modes;
-:meth:`HbqSimStats.to_dict` gives JSON-ready data. See docs/hbq_sim.md for every field.
+:class:`HbqSimStats` is the API result of :func:`~coaccel.sim.hbq_asic.simulate` in both modes. It
+builds on the shared :class:`~coaccel.sim.common.result.SimResult` (target-independent
+``metrics()`` for sweeps and reports) and adds the HBQ fields; :meth:`HbqSimStats.to_dict` gives
+JSON-ready data. See docs/hbq_sim.md for every field.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from ..common.result import BufferAccess, Metric, OffchipAccess, SimResult, plain
 
 __all__ = [
     "BUFFERS",
@@ -48,45 +51,20 @@ waiting for the softmax; ``pipeline_latency`` waiting for a buffer slot or resul
 itself; ``drain`` after the last tile (the last writes)."""
 
 
-@dataclass(frozen=True)
-class BufferAccess:
-    """Accesses of one on-chip buffer.
+DramAccess = OffchipAccess
+"""Off-chip traffic of the HBQ simulator, counted from the simulated trace records (the shared
+:class:`~coaccel.sim.common.result.OffchipAccess`: reads, writes, read_bytes, write_bytes,
+by_tensor; ``total_bytes``)."""
 
-    Attributes:
-        reads: read accesses (words of the buffer's width).
-        writes: write accesses (words).
-        read_bytes: bytes read.
-        write_bytes: bytes written.
-        word_bits: bits per access (the ACT/WGT read width, the PSUM word).
-    """
-
-    reads: int
-    writes: int
-    read_bytes: int
-    write_bytes: int
-    word_bits: int
-
-
-@dataclass(frozen=True)
-class DramAccess:
-    """Off-chip traffic, counted from the simulated trace records.
-
-    Attributes:
-        reads: read transfers (trace records). writes: write transfers.
-        read_bytes: bytes read. write_bytes: bytes written.
-        by_tensor: bytes per trace tensor name (``wq``, ``x``, ``k_cache``, ...), read + write.
-    """
-
-    reads: int
-    writes: int
-    read_bytes: int
-    write_bytes: int
-    by_tensor: Mapping[str, int]
-
-    @property
-    def total_bytes(self) -> int:
-        """Read + write bytes."""
-        return self.read_bytes + self.write_bytes
+_TILE_UNITS: Mapping[str, str] = {
+    "tile_m": "token",
+    "tile_n": "channel",
+    "tile_k": "element",
+    "attn_rows": "row",
+    "attn_keys": "key",
+    "n_buffers": "slot",
+    "act_resident": "1",
+}
 
 
 @dataclass(frozen=True)
@@ -109,9 +87,13 @@ class KindStats:
     dram_write_bytes: int
 
 
-@dataclass(frozen=True)
-class HbqSimStats:
-    """The simulation of one workload on one architecture, as data.
+@dataclass(frozen=True, kw_only=True)
+class HbqSimStats(SimResult):
+    """The simulation of one workload on one HBQ architecture, as data.
+
+    Builds on the target-independent :class:`~coaccel.sim.common.result.SimResult`: its
+    ``resources`` are ``{"pe_array": stall_cycles}`` and its ``offchip`` is ``dram`` (both
+    derived when not given), ``target`` is ``"hbq_asic"``. Construct with keywords.
 
     Attributes:
         arch: architecture name. workload: ``"<model>:<scenario>"``.
@@ -129,32 +111,38 @@ class HbqSimStats:
         dram: :class:`DramAccess`.
         by_name: per segment name (``q_proj`` ... ``down_proj``, ``attention``, ``lm_head``).
         tiles: tile sizes used (``tile_m``, ``tile_n``, ``tile_k``, ``attn_rows``,
-            ``attn_keys``, ``n_buffers``).
+            ``attn_keys``, ``n_buffers``, ``act_resident``).
         layers: transformer layers. layers_simulated: layers simulated (1: identical layers are
             simulated once and scaled; DRAM traffic is that of the simulated trace times
             ``layers``).
         notes: how the numbers were obtained (scaling, approximations).
+        target: ``"hbq_asic"``.
+        resources: ``{"pe_array": stall_cycles}`` (derived when None).
+        offchip: the same record as ``dram`` (derived when None).
     """
 
-    arch: str
-    workload: str
     mode: Literal["cycle", "analytical"]
-    config_digest: str
     workload_digest: str
-    freq_mhz: float
-    cycles: int
-    seconds: float
     macs: int
     peak_macs_per_cycle: int
     utilisation: float
     stall_cycles: Mapping[str, int]
-    buffers: Mapping[str, BufferAccess]
     dram: DramAccess
     by_name: Mapping[str, KindStats]
     tiles: Mapping[str, int]
     layers: int
     layers_simulated: int
-    notes: tuple[str, ...]
+    target: str = "hbq_asic"
+    resources: Mapping[str, Mapping[str, int]] = None  # type: ignore[assignment]
+    offchip: OffchipAccess = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.resources is None:
+            object.__setattr__(self, "resources", {"pe_array": self.stall_cycles})
+        if self.offchip is None:
+            object.__setattr__(self, "offchip", self.dram)
+        elif self.offchip != self.dram:
+            raise ValueError("HbqSimStats: offchip and dram must be the same record")
 
     def by_kind(self, kind: str) -> KindStats:
         """Sum of the segments of one kind (``"linear"``, ``"attention"``, ``"lm_head"``).
@@ -175,16 +163,35 @@ class HbqSimStats:
             sum(r.dram_write_bytes for r in rows),
         )
 
+    def metrics(self) -> dict[str, Metric]:
+        """The shared metrics (:meth:`SimResult.metrics`) plus the HBQ ones.
+
+        Added: ``macs`` (MAC), ``peak_macs_per_cycle`` (MAC/cycle), ``utilisation`` (1),
+        ``layers`` and ``layers_simulated`` (layer); per segment ``segment.<name>.count``
+        (copy), ``.cycles`` (cycle), ``.macs`` (MAC), ``.offchip.read_bytes`` and
+        ``.offchip.write_bytes`` (B); ``tile.<name>`` in its own unit (``tile_m`` token,
+        ``tile_n`` channel, ``tile_k`` element, ``attn_rows`` row, ``attn_keys`` key,
+        ``n_buffers`` slot, ``act_resident`` 1).
+
+        Returns:
+            A new dict.
+        """
+        out = super().metrics()
+        out["macs"] = (self.macs, "MAC")
+        out["peak_macs_per_cycle"] = (self.peak_macs_per_cycle, "MAC/cycle")
+        out["utilisation"] = (self.utilisation, "1")
+        out["layers"] = (self.layers, "layer")
+        out["layers_simulated"] = (self.layers_simulated, "layer")
+        for name, k in self.by_name.items():
+            out[f"segment.{name}.count"] = (k.count, "copy")
+            out[f"segment.{name}.cycles"] = (k.cycles, "cycle")
+            out[f"segment.{name}.macs"] = (k.macs, "MAC")
+            out[f"segment.{name}.offchip.read_bytes"] = (k.dram_read_bytes, "B")
+            out[f"segment.{name}.offchip.write_bytes"] = (k.dram_write_bytes, "B")
+        for t, v in self.tiles.items():
+            out[f"tile.{t}"] = (v, _TILE_UNITS.get(t, "1"))
+        return out
+
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON data (dicts, lists, numbers, strings)."""
-        return _plain(self)
-
-
-def _plain(v: Any) -> Any:
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
-    if isinstance(v, Mapping):
-        return {str(k): _plain(x) for k, x in v.items()}
-    if isinstance(v, (tuple, list)):
-        return [_plain(x) for x in v]
-    return v
+        """Plain JSON data (dicts, lists, numbers, strings) of every field."""
+        return plain(self)

@@ -493,7 +493,8 @@ def test_nested_validate_gets_the_dotted_path():
     assert load_dict_problems(with_(dram=dram)) == [
         "f.yaml: dram.source: must say where the energy comes from",
         "f.yaml: dram.sources.bw_gb_per_sec: unknown figure 'bw_gb_per_sec'; figures: type, "
-        "channels, bw_gb_per_s, efficiency, latency_ns, energy_pj_per_byte, uncertainty_pct "
+        "channels, bw_gb_per_s, efficiency, latency_ns, energy_pj_per_byte, uncertainty_pct, "
+        "interleave_bytes, row_buffer_bytes, row_hit_penalty_ns, row_miss_penalty_ns "
         "(did you mean 'bw_gb_per_s'?)",
     ]
 
@@ -534,8 +535,8 @@ def test_include_problems_name_the_included_file(tmp_path):
         load_config(p, Chip)
     assert [q.file for q in e.value.problems] == [str(bad)] * 8
     assert str(e.value.problems[0]) == (
-        f"{bad}: type: 'ddr9' is not a valid choice; choices: ddr4, lpddr4, lpddr5, hbm2e, "
-        "hbm3, hbm3e (did you mean 'ddr4'?)"
+        f"{bad}: type: 'ddr9' is not a valid choice; choices: ddr4, lpddr4, lpddr5, lpddr5x, "
+        "gddr6, gddr6x, hbm2e, hbm3, hbm3e (did you mean 'ddr4'?)"
     )
 
 
@@ -583,7 +584,10 @@ def test_round_trip_dump_load(tmp_path):
     assert config_digest(load_config(p, Chip)) == config_digest(c)
 
 
-@pytest.mark.parametrize("name", ["lpddr4_28nm_asic", "ddr4_kv260", "hbm3e_h200"])
+@pytest.mark.parametrize(
+    "name",
+    ["lpddr4_28nm_asic", "ddr4_kv260", "hbm3e_h200", "hbm2e_a100_80g", "gddr6_rtx_a6000"],
+)
 def test_presets_round_trip(tmp_path, name):
     c = load_config(arch_configs.path(f"dram/{name}.yaml"), DramConfig)
     p = write(tmp_path, yaml.safe_dump(dump_config(c), allow_unicode=True), "d.yaml")
@@ -683,23 +687,35 @@ def test_dram_presets_match_their_sources():
     lp = load_config(arch_configs.path("dram/lpddr4_28nm_asic.yaml"), DramConfig)
     kv = load_config(arch_configs.path("dram/ddr4_kv260.yaml"), DramConfig)
     h2 = load_config(arch_configs.path("dram/hbm3e_h200.yaml"), DramConfig)
-    # specs/hbq.md §2.5: 3.2e-11 J/byte
-    assert (lp.type, lp.energy_pj_per_byte) == ("lpddr4", 32.0)
+    a100 = load_config(arch_configs.path("dram/hbm2e_a100_80g.yaml"), DramConfig)
+    a6k = load_config(arch_configs.path("dram/gddr6_rtx_a6000.yaml"), DramConfig)
+    # specs/hbq.md §2.5: 3.2e-11 J/byte; one efficiency number (a flat curve)
+    assert (lp.type, lp.energy_pj_per_byte, lp.efficiency) == ("lpddr4", 32.0, 0.7)
     # specs/deltallm.md §4: 2400 Mb/s x 64 bit / 8 = 19.2 GB/s; §2.4 efficiency 0.6-0.7
     assert (kv.type, kv.bw_gb_per_s, kv.channels) == ("ddr4", 2400 * 64 / 8 / 1000, 1)
-    assert 0.6 <= kv.efficiency <= 0.7
+    assert 0.6 <= kv.streaming_efficiency <= 0.7
     # specs/deltallm.md §2.4: 19.2 GB/s is 76.8 B/cycle at 250 MHz (peak)
-    assert kv.sustained_bytes_per_cycle(250) == pytest.approx(76.8 * kv.efficiency, rel=1e-15)
+    assert kv.sustained_bytes_per_cycle(250) == pytest.approx(
+        76.8 * kv.streaming_efficiency, rel=1e-15
+    )
     # specs/gpu.md §2: 4.8 TB/s peak, 3.89 TB/s measured plateau (81%)
     assert (h2.type, h2.bw_gb_per_s) == ("hbm3e", 4800.0)
-    assert h2.efficiency == pytest.approx(3.89 / 4.8, abs=0.005)
+    assert h2.streaming_efficiency == pytest.approx(3.89 / 4.8, abs=0.005)
     assert h2.sustained_bw_gb_per_s == pytest.approx(3888.0, rel=1e-12)
-    for d in (lp, kv, h2):
-        assert d.source.strip() and set(d.sources) == {
-            "type",
-            "channels",
-            "bw_gb_per_s",
-            "efficiency",
-            "latency_ns",
-        }
-        assert d.uncertainty_pct > 0
+    # specs/gpu.md §2: A100 80 GB 2.039 TB/s peak, 1.73 TB/s measured plateau (85%)
+    assert (a100.type, a100.bw_gb_per_s) == ("hbm2e", 2039.0)
+    assert a100.streaming_efficiency == pytest.approx(1.73 / 2.039, abs=0.005)
+    # specs/gpu.md §2: RTX A6000 GDDR6, 384 bit x 16 Gb/s = 768 GB/s, 12 channels of 32 bits
+    assert (a6k.type, a6k.bw_gb_per_s, a6k.channels) == ("gddr6", 384 * 16 / 8, 384 // 32)
+    for d in (kv, h2, a100, a6k):  # the size curves lose efficiency on short transfers
+        effs = [p.efficiency for p in d.efficiency_curve]
+        assert len(effs) > 1 and effs == sorted(effs) and effs[-1] == d.streaming_efficiency
+    for name in ("lpddr4_28nm_asic", "ddr4_kv260", "hbm3e_h200", "hbm2e_a100_80g",
+                 "gddr6_rtx_a6000"):  # fmt: skip
+        path = arch_configs.path(f"dram/{name}.yaml")
+        d = load_config(path, DramConfig)
+        given = set(yaml.safe_load(path.read_text())) - {"version", "source", "sources"}
+        # every figure in the file says where it comes from (the energy in ``source``)
+        assert set(d.sources) == given - {"energy_pj_per_byte", "uncertainty_pct"}, name
+        assert d.source.strip() and d.uncertainty_pct > 0
+        assert d.row_buffer_bytes is None  # the open-row model is off in the presets

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from coaccel import arch_configs
 from coaccel.config import ConfigError, DramConfig, Problem, load_config, load_config_dict, param
 
-PRESETS = ["lpddr4_28nm_asic", "ddr4_kv260", "hbm3e_h200"]
+PRESETS = ["lpddr4_28nm_asic", "ddr4_kv260", "hbm3e_h200", "hbm2e_a100_80g", "gddr6_rtx_a6000"]
 PRESET_DATA = {n: yaml.safe_load(arch_configs.path(f"dram/{n}.yaml").read_text()) for n in PRESETS}
 FIELDS = [f.name for f in dataclasses.fields(DramConfig)]
 

@@ -144,7 +144,7 @@ def test_partial_sum_bq_halves_the_weight_traffic():
     from coaccel.config import override
 
     fp16 = override(hbq, {"psum.mode": "fp16", "psum.unit_latency_cycles": 1,
-                          "buffers.psum.width_bits": 256})  # fmt: skip
+                          "buffers.psum.bank_width_bits": 256})  # fmt: skip
     w = load_workload("qwen2.5-3b", "prefill_2k")
     a = simulate(hbq, w, mode="analytical")
     b = simulate(fp16, w, mode="analytical")

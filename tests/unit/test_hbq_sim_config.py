@@ -221,7 +221,7 @@ def _rtl_array_arch(n_pe: int, ub: int, psum_mode: int, pe_latency: int, unit_la
             "psum.unit_latency_cycles": unit_latency,
             "buffers.psum.banks": 1,
             "buffers.psum.ports": 2,
-            "buffers.psum.width_bits": 16 * n_pe,
+            "buffers.psum.bank_width_bits": 16 * n_pe,
             "tiling.tile_n_channels": 8 * n_pe,
             "tiling.tile_m_tokens": 16,
         },
