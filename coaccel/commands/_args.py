@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import CoaccelError
-from ..report._files import prepare_out_dir
+from ..report.files import prepare_out_dir
 
 __all__ = ["comma_list", "int_in", "out_file", "prepare_out_dir"]
 

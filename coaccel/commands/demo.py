@@ -210,7 +210,7 @@ def _kernels_cached() -> bool:
 
 def run(args: argparse.Namespace) -> int:
     """Run every stage; returns 0 on success."""
-    from coaccel.report._files import prepare_out_dir, write_manifest
+    from coaccel.report.files import prepare_out_dir, write_manifest
 
     out = prepare_out_dir(args.out)
     rng = np.random.default_rng(args.seed)

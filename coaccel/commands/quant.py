@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"quant: {msg}", file=sys.stderr, flush=True)
 
-    from ..report._files import write_manifest
+    from ..report.files import write_manifest
     from ..studies.quant import rows_as_dicts
     from ._args import prepare_out_dir
 

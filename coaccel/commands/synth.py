@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     from coaccel import synth
 
     from ..errors import CoaccelError
-    from ..report._files import write_text
+    from ..report.files import write_text
     from ._args import comma_list, out_file
 
     if args.list:
