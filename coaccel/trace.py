@@ -721,8 +721,9 @@ def _upgrade_v1(
 
     New columns get their defaults: ``compute.cta`` -1 (no CTAs), ``sparsity.kernel`` 0,
     the ``kernel_begin`` geometry beyond ``ctas`` 0 (unknown). The metadata gets an empty
-    tensor map, and a ``config_digest`` of ``""`` (version 1's "none") becomes null, in the
-    ``parts`` of a concatenation too. Every other field and value is kept.
+    tensor map and the units of the new columns, and a ``config_digest`` of ``""`` (version
+    1's "none") becomes null, in the ``parts`` of a concatenation too. Every other field and
+    value is kept.
     """
     out = {}
     for kind, a in arrays.items():
@@ -739,6 +740,11 @@ def _upgrade_v1(
         new.flags.writeable = False
         out[kind] = new
     meta = dict(meta, version=TRACE_VERSION, tensors={})
+    if isinstance(meta.get("units"), dict):
+        meta["units"] = {
+            **meta["units"],
+            **{k: u for k, u in UNITS.items() if k not in meta["units"]},
+        }
 
     def digest(d: Any) -> Any:
         return None if d == "" else d
