@@ -936,6 +936,8 @@ class TraceBuilder:
         self._seq = 0  # one past the largest seq so far
         self._count = 0
         self._in_order = True  # every record added so far came after all earlier ones
+        # Per table: code -> seq * 32 + field position of its first use.
+        self._first_use: dict[str, dict[int, int]] = {t: {} for t in _TABLES}
         self._next_kernel = 0
 
     # -- tensor map -----------------------------------------------------------------------
@@ -1070,11 +1072,65 @@ class TraceBuilder:
         if kind == "events" and fields["kind"] != 0 and any(fields[f] for f in _GEOMETRY):
             raise TraceError("launch geometry (ctas, threads_per_cta, ...): kernel_begin only")
         for pos, table, value in names:
-            row[pos] = self._intern(table, value)
+            code = row[pos] = self._intern(table, value)
+            if code and code not in self._first_use[table]:
+                # Later records have larger seqs: the first record to use a code is its first use.
+                self._first_use[table][code] = seq * 32 + pos
         self._rows[kind].append(tuple(row))
         self._seq += 1
         self._count += 1
         return seq
+
+    def _fill(
+        self, kind: str, columns: dict[str, Any], seq: npt.NDArray[np.int64], n: int
+    ) -> tuple[np.ndarray, bool, list[tuple[str, int, Any]]]:
+        """The records of a bulk add; whether a value may break the contract (a negative
+        size, a missing space, a cta below -1); and the table codes it uses."""
+        dtype = _DTYPES[kind]
+        defaults = _DEFAULTS[kind]
+        out = np.empty(n, dtype=dtype)
+        out["seq"] = seq
+        suspect = False
+        uses: list[tuple[str, int, Any]] = []
+        for pos, name in enumerate(dtype.names[1:], start=1):
+            value = columns.get(name, defaults.get(name))
+            table = TABLE_FIELDS.get((kind, name))
+            if table is not None:
+                # Interned codes are in their table by construction.
+                codes = self._intern_many(table, value, n)
+                scalar = isinstance(value, str)
+                uses.append((table, pos, int(codes[0]) if scalar and n else codes))
+                suspect |= kind == "memory" and name == "space" and n > 0 and codes.min() == 0
+                out[name] = codes
+                continue
+            value = np.asarray(value)
+            if value.dtype.kind not in "iu":
+                raise TraceError(f"{kind}.{name}: expected integers, got {value.dtype}")
+            if value.size:
+                info = _LIMITS[kind][name]
+                lo, hi = value.min(), value.max()
+                if lo < info.min or hi > info.max:
+                    raise TraceError(f"{kind}.{name}: values outside the range of {dtype[name]}")
+                suspect |= bool(lo < 0 and name in _NONNEG[kind])
+                suspect |= bool(kind == "compute" and name == "cta" and lo < -1)
+            out[name] = value
+        return out, suspect, uses
+
+    def _note_uses(
+        self, table: str, pos: int, codes: Any, seq: npt.NDArray[np.int64], first_seq: int
+    ) -> None:
+        """Remember the first use (by seq, then field position) of each code."""
+        first = self._first_use[table]
+        if isinstance(codes, int):
+            if codes:
+                first[codes] = min(first.get(codes, _MAX_I8), first_seq * 32 + pos)
+            return
+        uniq, inv = np.unique(codes, return_inverse=True)
+        earliest = np.full(uniq.size, _MAX_I8, dtype=np.int64)
+        np.minimum.at(earliest, inv.ravel(), seq)
+        for c, e in zip(uniq.tolist(), earliest.tolist(), strict=True):
+            if c:
+                first[c] = min(first.get(c, _MAX_I8), e * 32 + pos)
 
     def _add_many(
         self, kind: str, columns: dict[str, Any], seq: Any = None
@@ -1106,25 +1162,16 @@ class TraceBuilder:
         elif n and (seq.min() < 0 or seq.max() >= _MAX_I8):
             raise TraceError(f"{kind}: seq numbers must be in [0, 2**63 - 1)")
         with self._tables_kept_on_error():
-            out = np.zeros(n, dtype=dtype)
-            out["seq"] = seq
-            for name in dtype.names[1:]:
-                value = columns.get(name, defaults.get(name))
-                table = TABLE_FIELDS.get((kind, name))
-                if table is not None:
-                    value = self._intern_many(table, value, n)
-                value = np.asarray(value)
-                if value.dtype.kind not in "iu":
-                    raise TraceError(f"{kind}.{name}: expected integers, got {value.dtype}")
-                info = _LIMITS[kind][name]
-                if value.size and (value.min() < info.min or value.max() > info.max):
-                    raise TraceError(f"{kind}.{name}: values outside the range of {dtype[name]}")
-                out[name] = np.broadcast_to(value, (n,))
+            out, suspect, uses = self._fill(kind, columns, seq, n)
             seq = out["seq"]
             in_order = not n or (
                 int(seq[0]) >= self._seq and (n == 1 or bool(np.all(seq[1:] > seq[:-1])))
             )
-            _check_columns(kind, out, self._tables, seq_sorted=in_order)
+            if "dep" in columns:
+                dep = out["dep"]
+                suspect |= bool(np.any(dep < -1) or np.any(dep >= seq))
+            if suspect:  # find the offending records and name them
+                _check_columns(kind, out, self._tables, seq_sorted=in_order)
             if kind == "events":
                 begin = out["kind"] == 0
                 for f in _GEOMETRY:
@@ -1136,6 +1183,9 @@ class TraceBuilder:
             self._in_order &= in_order
             self._seq = max(self._seq, int(seq.max()) + 1)
             self._count += n
+            first_seq = int(seq.min())
+            for table, pos, codes in uses:
+                self._note_uses(table, pos, codes, seq, first_seq)
         return seq.copy()
 
     # -- single records -------------------------------------------------------------------
@@ -1477,6 +1527,23 @@ class TraceBuilder:
         """One past the largest seq so far: the seq the next record gets unless given."""
         return self._seq
 
+    def _renumber_tables(self, arrays: dict[str, np.ndarray]) -> None:
+        """List each table's names in order of first use (seq, then field) and rewrite the
+        codes in ``arrays`` (records in seq order, not shared) to match."""
+        for table, names in self._tables.items():
+            first = self._first_use[table]
+            ordered = sorted(first, key=first.__getitem__)
+            if ordered == list(range(1, len(names))):
+                continue  # already in first-use order, nothing unused
+            remap = np.zeros(len(names), dtype=np.int32)
+            remap[ordered] = np.arange(1, len(ordered) + 1, dtype=np.int32)
+            for (kind, field), t in TABLE_FIELDS.items():
+                if t == table and arrays[kind].size:
+                    arrays[kind][field] = remap[arrays[kind][field]]
+            self._tables[table] = ["", *(names[c] for c in ordered)]
+            self._index[table] = {s: i for i, s in enumerate(self._tables[table])}
+            self._first_use[table] = {int(remap[c]): k for c, k in first.items()}
+
     def build(self) -> Trace:
         """The trace of every record added so far (the builder stays usable).
 
@@ -1496,8 +1563,7 @@ class TraceBuilder:
                 )
         if not self._in_order:
             arrays = _sorted_by_seq(arrays)
-            self._tables = _first_use_tables(arrays, self._tables)
-            self._index = {t: {s: i for i, s in enumerate(v)} for t, v in self._tables.items()}
+            self._renumber_tables(arrays)
             self._in_order = True
         for kind in _KINDS:
             # The builder never writes to a finished chunk, so the trace can share it.
@@ -1518,11 +1584,14 @@ def _sorted_by_seq(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     top = max((int(q.max()) for q in seqs), default=-1)
     if top >= 4 * total + 1024:
         # Sparse seq numbers: sort (Trace() reports a seq used twice).
-        return {kind: a[np.argsort(a["seq"], kind="stable")] for kind, a in arrays.items()}
+        return {kind: a.take(np.argsort(a["seq"], kind="stable")) for kind, a in arrays.items()}
     # Dense seq numbers: place the records by counting, without a sort.
     taken = np.zeros(top + 1, dtype=bool)
     out = {}
     for kind, a in arrays.items():
+        if not a.size:
+            out[kind] = a
+            continue
         seq = a["seq"]
         slot = np.full(top + 1, -1, dtype=np.int64)
         slot[seq] = np.arange(a.size, dtype=np.int64)
@@ -1532,39 +1601,7 @@ def _sorted_by_seq(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             dup = int(seq[clash][0]) if clash.any() else int(np.argmax(np.bincount(seq)))
             raise TraceError(f"seq {dup} is used by more than one record")
         taken[seq] = True
-        out[kind] = a[order]
-    return out
-
-
-def _first_use_tables(
-    arrays: dict[str, np.ndarray], tables: dict[str, list[str]]
-) -> dict[str, list[str]]:
-    """Renumber table codes (in place in ``arrays``) to order of first use: by seq, then by
-    field within a record; names no record uses are dropped. Records are in seq order."""
-    out = {}
-    never = np.iinfo(np.int64).max
-    for table, names in tables.items():
-        fields = [
-            (kind, pos, f)
-            for kind, a in arrays.items()
-            for pos, f in enumerate(a.dtype.names)
-            if TABLE_FIELDS.get((kind, f)) == table and a.size
-        ]
-        first = np.full(len(names), never, dtype=np.int64)
-        for kind, pos, f in fields:
-            col, seq = arrays[kind][f], arrays[kind]["seq"]
-            # Tables are short: one comparison pass per name beats a sort of the column.
-            for c in range(1, len(names)):
-                hit = col == c
-                if hit.any():
-                    first[c] = min(first[c], int(seq[int(np.argmax(hit))]) * 32 + pos)
-        used = np.flatnonzero(first[1:] < never) + 1
-        ordered = used[np.argsort(first[used], kind="stable")]
-        remap = np.zeros(len(names), dtype=np.int32)
-        remap[ordered] = np.arange(1, ordered.size + 1, dtype=np.int32)
-        for kind, _, f in fields:
-            arrays[kind][f] = remap[arrays[kind][f]]
-        out[table] = ["", *(names[i] for i in ordered.tolist())]
+        out[kind] = a.take(order)  # take: much faster than a[order] on records
     return out
 
 
