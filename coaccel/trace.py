@@ -326,7 +326,8 @@ def _check_meta(meta: Any) -> None:
     version = meta.get("version")
     if version != TRACE_VERSION:
         raise TraceError(
-            f"unsupported trace version {version!r}; this coaccel reads version {TRACE_VERSION}"
+            f"unsupported trace version {version!r}; this coaccel reads version {TRACE_VERSION} "
+            f"(and version-1 files, which Trace.load upgrades)"
         )
     tables = meta.get("tables")
     if not isinstance(tables, dict) or set(tables) != set(_TABLES):
@@ -1069,6 +1070,8 @@ class TraceBuilder:
             if v < 0 and name in _NONNEG[kind]:
                 raise TraceError(f"{kind}.{name} must be >= 0, got {v}")
             row.append(v)
+        if kind == "compute" and fields["cta"] < -1:
+            raise TraceError(f"compute.cta={fields['cta']}: cta below -1 (-1 = no CTAs)")
         if kind == "events" and fields["kind"] != 0 and any(fields[f] for f in _GEOMETRY):
             raise TraceError("launch geometry (ctas, threads_per_cta, ...): kernel_begin only")
         for pos, table, value in names:
@@ -1164,9 +1167,13 @@ class TraceBuilder:
         with self._tables_kept_on_error():
             out, suspect, uses = self._fill(kind, columns, seq, n)
             seq = out["seq"]
-            in_order = not n or (
-                int(seq[0]) >= self._seq and (n == 1 or bool(np.all(seq[1:] > seq[:-1])))
-            )
+            increasing = n < 2 or bool(np.all(seq[1:] > seq[:-1]))
+            if not increasing:
+                uniq, counts = np.unique(seq, return_counts=True)
+                if uniq.size != n:
+                    dup = int(uniq[np.argmax(counts > 1)])
+                    raise TraceError(f"{kind}: seq {dup} is used by more than one record")
+            in_order = not n or (increasing and int(seq[0]) >= self._seq)
             if "dep" in columns:
                 dep = out["dep"]
                 suspect |= bool(np.any(dep < -1) or np.any(dep >= seq))
