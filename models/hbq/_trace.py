@@ -4,8 +4,12 @@
 records, per tile, the operand reads, the GEMM work and the partial-sum traffic, with byte counts
 taken from each operand format's effective bits per element (scales and side bits included).
 
-Records are emitted in bulk (numpy columns, one pass per record kind), so a GEMM of a few
-hundred thousand tiles takes well under a second. Two programs are available:
+The walk is computed as numpy arrays (:class:`_TileWalk`: the tiles in loop order and what each
+moves; :class:`_GemmLayout`: bytes and offsets of every tile of every tensor), a *schedule*
+gives every record its ``seq`` number (issue order) and dependencies (:class:`_Schedule`), and
+:func:`_emit_gemm` adds each kind of record as one column to a
+:class:`~coaccel.trace.TraceBuilder` with those seq numbers, so a GEMM of a few hundred
+thousand tiles takes well under a second. Two programs are available:
 
 * the *plain* program (``n_buffers=None``, the default): per tile, reads, compute, writes, with
   the dependencies of a one-tile operand buffer and no explicit buffer slots;
@@ -14,6 +18,12 @@ hundred thousand tiles takes well under a second. Two programs are available:
   them, each read waits (``dep``) for the compute that frees its buffer slot, each compute waits
   for its newest operand read, and each DRAM record names the on-chip buffer it fills or drains
   in ``phase`` (``"act"``, ``"wgt"``, ``"out"``; partial sums ``"psum"``).
+
+The fused attention program of ``_workload.attention_trace`` is built here the same way, in
+parts: :func:`_attention_tiles` (blocks and key tiles), :func:`_attention_seqs` (issue order),
+:func:`_attention_bytes` (record sizes and offsets) and :func:`_emit_attention`.
+
+Byte counts of fractional bits per element go through :func:`coaccel.trace.storage_bytes`.
 """
 
 from __future__ import annotations
