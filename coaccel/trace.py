@@ -14,7 +14,7 @@ A :class:`Trace` is four columnar numpy structured arrays plus a JSON metadata h
 Every record has a ``seq`` number, unique across the four arrays and increasing in issue order;
 ``dep`` names the ``seq`` of an earlier record (or -1). Name-valued fields (``op``, ``space``,
 ``tensor`` ...) are int32 indices into string tables kept in the metadata; index 0 of every
-table is ``""`` (none), and names are listed in order of first use. The metadata also carries
+table is ``""`` (none); the builder lists names in order of first use. The metadata also carries
 a tensor map (tensor name -> memory space, base address, bytes) that places the tensors in
 their address spaces, and the config digest and seed of the run.
 
