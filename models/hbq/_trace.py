@@ -4,8 +4,12 @@
 records, per tile, the operand reads, the GEMM work and the partial-sum traffic, with byte counts
 taken from each operand format's effective bits per element (scales and side bits included).
 
-Records are emitted in bulk (numpy columns, one pass per record kind), so a GEMM of a few
-hundred thousand tiles takes well under a second. Two programs are available:
+The walk is computed as numpy arrays (:class:`_TileWalk`: the tiles in loop order and what each
+moves; :class:`_GemmLayout`: bytes and offsets of every tile of every tensor), a *schedule*
+gives every record its ``seq`` number (issue order) and dependencies (:class:`_Schedule`), and
+:func:`_emit_gemm` adds each kind of record as one column to a
+:class:`~coaccel.trace.TraceBuilder` with those seq numbers, so a GEMM of a few hundred
+thousand tiles takes well under a second. Two programs are available:
 
 * the *plain* program (``n_buffers=None``, the default): per tile, reads, compute, writes, with
   the dependencies of a one-tile operand buffer and no explicit buffer slots;
@@ -14,6 +18,12 @@ hundred thousand tiles takes well under a second. Two programs are available:
   them, each read waits (``dep``) for the compute that frees its buffer slot, each compute waits
   for its newest operand read, and each DRAM record names the on-chip buffer it fills or drains
   in ``phase`` (``"act"``, ``"wgt"``, ``"out"``; partial sums ``"psum"``).
+
+The fused attention program of ``_workload.attention_trace`` is built here the same way, in
+parts: :func:`_attention_tiles` (blocks and key tiles), :func:`_attention_seqs` (issue order),
+:func:`_attention_bytes` (record sizes and offsets) and :func:`_emit_attention`.
+
+Byte counts of fractional bits per element go through :func:`coaccel.trace.storage_bytes`.
 """
 
 from __future__ import annotations
@@ -27,15 +37,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from coaccel.trace import (
-    COMPUTE_DTYPE,
-    EVENT_DTYPE,
-    MEMORY_DTYPE,
-    SPARSITY_DTYPE,
-    TABLE_FIELDS,
-    Trace,
-    TraceBuilder,
-)
+from coaccel.trace import Trace, TraceBuilder, storage_bytes
 
 from ..formats import FormatSpec, resolve
 from ._psum import PSUM_MODES
@@ -53,7 +55,6 @@ PLAIN_FORMAT_BITS: Mapping[str, int] = {"fp32": 32, "fp16": 16, "bf16": 16}
 """Unquantized operand formats (not in the block-format registry) and their bits per element."""
 
 _ORDERS = tuple("".join(p) for p in itertools.permutations("mnk"))
-_TABLE_OF = dict(TABLE_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -149,171 +150,10 @@ def _tile_bytes(
     rows: npt.NDArray[np.int64], cols: npt.NDArray[np.int64], bits: Fraction
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Bytes of each (row tile, col tile) block, rounded up, and their tile-major offsets."""
-    num, den = bits.numerator, bits.denominator * 8
-    elems = rows[:, None] * cols[None, :]
-    # ceil(elems * bits / 8) in exact integer arithmetic (no float rounding).
-    nbytes = (elems * num + den - 1) // den
+    nbytes = storage_bytes(rows[:, None] * cols[None, :], bits)
     flat = nbytes.ravel()
     offsets = (np.cumsum(flat) - flat).reshape(nbytes.shape)
-    return nbytes.astype(np.int64), offsets.astype(np.int64)
-
-
-class _Program:
-    """Collects interleaved memory and compute records with explicit seq numbers.
-
-    The caller decides each record's seq (program order); :meth:`trace` assembles the records
-    column by column in seq order and builds the :class:`~coaccel.trace.Trace` through its
-    validating constructor. String tables hold the used names in order of first use, as a
-    :class:`~coaccel.trace.TraceBuilder` fed record by record would intern them.
-    """
-
-    def __init__(self) -> None:
-        self.tables: dict[str, list[str]] = {
-            t: [""] for t in ("unit", "op", "fmt", "phase", "tensor", "space", "kernel_name")
-        }
-        self._index: dict[str, dict[str, int]] = {t: {"": 0} for t in self.tables}
-        self.memory: list[dict[str, np.ndarray]] = []
-        self.compute: list[dict[str, np.ndarray]] = []
-
-    def code(self, table: str, name: str) -> int:
-        idx = self._index[table].get(name)
-        if idx is None:
-            idx = len(self.tables[table])
-            self.tables[table].append(name)
-            self._index[table][name] = idx
-        return idx
-
-    def _names(self, table: str, v: Any) -> Any:
-        if isinstance(v, str):
-            return self.code(table, v)
-        arr = np.asarray(v)
-        if arr.dtype.kind == "U":
-            uniq, inv = np.unique(arr, return_inverse=True)
-            codes = np.asarray([self.code(table, str(u)) for u in uniq], dtype=np.int32)
-            return codes[inv]
-        return arr
-
-    def add_memory(self, seq: npt.NDArray[np.int64], **cols: Any) -> None:
-        n = np.size(seq)
-        out = {"seq": np.asarray(seq, dtype=np.int64)}
-        for name, v in cols.items():
-            if name in ("phase", "tensor", "space"):
-                v = self._names(name, v)
-            out[name] = np.broadcast_to(np.asarray(v), (n,))
-        out.setdefault("count", np.ones(n, dtype=np.int64))
-        out.setdefault("dep", np.full(n, -1, dtype=np.int64))
-        if "stride" not in out:
-            out["stride"] = out.get("nbytes", np.zeros(n, dtype=np.int64))
-        self.memory.append(out)
-
-    def add_compute(self, seq: npt.NDArray[np.int64], **cols: Any) -> None:
-        n = np.size(seq)
-        out = {"seq": np.asarray(seq, dtype=np.int64)}
-        for name, v in cols.items():
-            if name in ("unit", "op"):
-                v = self._names(name, v)
-            elif name in ("fmt_a", "fmt_b"):
-                v = self._names("fmt", v)
-            out[name] = np.broadcast_to(np.asarray(v), (n,))
-        out.setdefault("dep", np.full(n, -1, dtype=np.int64))
-        out.setdefault("tile", np.full(n, -1, dtype=np.int64))
-        if "macs" not in out:
-            zero = np.zeros(n, dtype=np.int64)
-            out["macs"] = (
-                out.get("m", zero).astype(np.int64)
-                * out.get("n", zero).astype(np.int64)
-                * out.get("k", zero).astype(np.int64)
-            )
-        self.compute.append(out)
-
-    @staticmethod
-    def _assemble(
-        chunks: list[dict[str, np.ndarray]], dtype: np.dtype, dest: npt.NDArray[np.int64]
-    ) -> np.ndarray:
-        """One structured array of all chunks; row ``i`` of the chunks goes to ``dest[i]``."""
-        out = np.zeros(dest.size, dtype=dtype)
-        order = np.empty(dest.size, dtype=np.int64)
-        order[dest] = np.arange(dest.size, dtype=np.int64)
-        for name in dtype.names:
-            parts = [
-                c[name] if name in c else np.zeros(c["seq"].size, dtype=dtype[name]) for c in chunks
-            ]
-            if parts:
-                # A gather into a contiguous column, then one strided copy (faster than a
-                # scatter into the structured array).
-                out[name] = np.concatenate(parts)[order]
-        return out
-
-    def _destinations(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """Row positions of the memory and compute records in seq order (each kind sorted)."""
-        seq_m = np.concatenate([c["seq"] for c in self.memory] or [np.zeros(0, np.int64)])
-        seq_c = np.concatenate([c["seq"] for c in self.compute] or [np.zeros(0, np.int64)])
-        n = seq_m.size + seq_c.size
-        both = np.concatenate([seq_m, seq_c])
-        if n and both.min() == 0 and both.max() == n - 1 and np.bincount(both).max() == 1:
-            # The usual case: seq numbers 0 .. n-1, each used once: ranks by counting, no sort.
-            is_mem = np.zeros(n, dtype=np.int64)
-            is_mem[seq_m] = 1
-            return (np.cumsum(is_mem) - 1)[seq_m], (np.cumsum(1 - is_mem) - 1)[seq_c]
-        dest = []
-        for seq in (seq_m, seq_c):
-            d = np.empty(seq.size, dtype=np.int64)
-            d[np.argsort(seq, kind="stable")] = np.arange(seq.size, dtype=np.int64)
-            dest.append(d)
-        return dest[0], dest[1]
-
-    def _renumber(self, arrays: dict[str, np.ndarray]) -> dict[str, list[str]]:
-        """Renumber table codes to first-use order (seq, then field order); drop unused names."""
-        out = {}
-        for table, names in self.tables.items():
-            fields = [
-                (kind, pos, f)
-                for kind, a in arrays.items()
-                for pos, f in enumerate(a.dtype.names)
-                if _TABLE_OF.get((kind, f)) == table and a.size
-            ]
-            remap = np.zeros(len(names), dtype=np.int32)
-            new_names = [""]
-            if fields:
-                # Records are in seq order: a code's first row is its first use. Tables are
-                # short, so one comparison pass per name beats a sort of the column.
-                first = np.full(len(names), np.iinfo(np.int64).max, dtype=np.int64)
-                for kind, pos, f in fields:
-                    col = arrays[kind][f]
-                    seq = arrays[kind]["seq"]
-                    for c in range(1, len(names)):
-                        hit = col == c
-                        if hit.any():
-                            first[c] = min(first[c], int(seq[int(np.argmax(hit))]) * 16 + pos)
-                used = np.flatnonzero(first[1:] < np.iinfo(np.int64).max) + 1
-                ordered = used[np.argsort(first[used], kind="stable")]
-                remap[ordered] = np.arange(1, ordered.size + 1, dtype=np.int32)
-                new_names += [names[i] for i in ordered.tolist()]
-                for kind, _, f in fields:
-                    arrays[kind][f] = remap[arrays[kind][f]]
-            out[table] = new_names
-        return out
-
-    def trace(self, producer: str, workload: Mapping[str, Any]) -> Trace:
-        dest_m, dest_c = self._destinations()
-        arrays = {
-            "memory": self._assemble(self.memory, MEMORY_DTYPE, dest_m),
-            "compute": self._assemble(self.compute, COMPUTE_DTYPE, dest_c),
-        }
-        # The column chunks are no longer needed; free them before the trace is validated.
-        self.memory, self.compute = [], []
-        tables = self._renumber(arrays)
-        meta = TraceBuilder(producer=producer, workload=workload).build().meta
-        meta = dict(meta, tables=tables)
-        for a in arrays.values():
-            a.flags.writeable = False  # ours alone: the trace need not copy them
-        return Trace(
-            meta,
-            compute=arrays["compute"],
-            memory=arrays["memory"],
-            sparsity=np.zeros(0, dtype=SPARSITY_DTYPE),
-            events=np.zeros(0, dtype=EVENT_DTYPE),
-        )
+    return nbytes, offsets.astype(np.int64)
 
 
 def _check_positive(**values: Any) -> None:
@@ -346,6 +186,8 @@ def gemm_trace(
     a_resident: bool = False,
     tensors: Sequence[str] = ("A", "W", "psum", "Y"),
     workload: Mapping[str, Any] | None = None,
+    config_digest: str | None = None,
+    seed: int | None = None,
 ) -> Trace:
     """Trace of the tiled GEMM ``Y[M, N] = A[M, K] @ W[N, K]^T``.
 
@@ -407,39 +249,22 @@ def gemm_trace(
         a_resident: keep the token tile's activation slab on chip across channel tiles (above).
         tensors: the tensor names of A, W, the partial sums and Y.
         workload: extra JSON metadata merged into the trace's ``workload``.
+        config_digest: :func:`coaccel.config.config_digest` of the configuration the tiles
+            come from, stamped into the trace (None: none).
+        seed: the seed of the run, stamped into the trace (None: nothing random).
 
     Returns:
-        The :class:`coaccel.trace.Trace` (no kernels or events: ``kernel`` stays 0, the
-        docs/trace.md convention for the ASIC).
+        The :class:`coaccel.trace.Trace` (no kernels or events: ``kernel`` stays 0 and ``cta``
+        -1, the docs/trace.md convention for the ASIC; an empty tensor map).
     """
-    _check_positive(m=m, n=n, k=k, tile_m=tile_m, tile_n=tile_n, tile_k=tile_k)
-    if order not in _ORDERS:
-        raise ValueError(f"order={order!r}; valid choices: {', '.join(_ORDERS)}")
-    if isinstance(out, str) and out.lower() not in ("fp16", "fp32") and n_buffers is None:
-        raise ValueError(f"out={out!r}; valid choices: 'fp16', 'fp32'")
-    if n_buffers is not None:
-        _check_positive(n_buffers=n_buffers)
-    if a_resident and order != "mnk":
-        raise ValueError(
-            f"a_resident=True needs order='mnk' (token tiles outermost), got {order!r}"
-        )
+    _check_gemm_args(m, n, k, tile_m, tile_n, tile_k, order, out, n_buffers, a_resident, tensors)
     ratio = Fraction(out_cols_per_n)
     if ratio <= 0 or ratio > 1:
         raise ValueError(f"out_cols_per_n={out_cols_per_n} must be in (0, 1]")
-    if len(tensors) != 4 or not all(isinstance(t, str) and t for t in tensors):
-        raise ValueError(f"tensors={tensors!r} must be 4 non-empty names (A, W, psum, Y)")
     name_a, bits_a = operand_storage(fmt_a, "activation")
     name_w, bits_w = operand_storage(fmt_w, "weight")
     name_y, bits_y = operand_storage(out, "activation")
     bits_p = psum_bits_per_element(psum_mode, sa_n=sa_n)
-
-    sizes = {"m": _tile_sizes(m, tile_m), "n": _tile_sizes(n, tile_n), "k": _tile_sizes(k, tile_k)}
-    n_tiles = {d: len(s) for d, s in sizes.items()}
-    a_bytes, a_addr = _tile_bytes(sizes["m"], sizes["k"], bits_a)
-    w_bytes, w_addr = _tile_bytes(sizes["n"], sizes["k"], bits_w)
-    p_bytes, p_addr = _tile_bytes(sizes["m"], sizes["n"], bits_p)
-    y_bytes, y_addr = _tile_bytes(sizes["m"], sizes["n"], bits_y * ratio)
-
     meta = {
         "op": "gemm",
         "m": int(m),
@@ -465,232 +290,598 @@ def gemm_trace(
         meta["bits_out"] = float(bits_y)
         if ratio != 1:
             meta["out_cols_per_n"] = str(ratio)
+    walk = _walk_tiles(
+        (m, n, k), (tile_m, tile_n, tile_k), order, a_resident=a_resident, n_buffers=n_buffers
+    )
+    layout = _GemmLayout.of(
+        walk, bits_a, bits_w, bits_p, bits_y * ratio, fmt_a=name_a, fmt_w=name_w, unit=unit,
+        spaces=(a_space, w_space, psum_space, out_space), tensors=tensors,
+    )  # fmt: skip
+    b = TraceBuilder(
+        producer="coaccel.models.hbq.gemm", workload=meta, config_digest=config_digest, seed=seed
+    )
+    if n_buffers is None:
+        _emit_gemm(b, walk, layout, _plain_schedule(walk), phases=False)
+    else:
+        _emit_gemm(b, walk, layout, _pipelined_schedule(walk, n_buffers), phases=True)
+    return b.build()
 
-    # Tile indices in loop order (outermost first), as flat arrays.
-    grids = np.meshgrid(*(np.arange(n_tiles[d]) for d in order), indexing="ij")
+
+def _check_gemm_args(
+    m: int,
+    n: int,
+    k: int,
+    tile_m: int,
+    tile_n: int,
+    tile_k: int,
+    order: str,
+    out: Any,
+    n_buffers: int | None,
+    a_resident: bool,
+    tensors: Sequence[str],
+) -> None:
+    _check_positive(m=m, n=n, k=k, tile_m=tile_m, tile_n=tile_n, tile_k=tile_k)
+    if order not in _ORDERS:
+        raise ValueError(f"order={order!r}; valid choices: {', '.join(_ORDERS)}")
+    if isinstance(out, str) and out.lower() not in ("fp16", "fp32") and n_buffers is None:
+        raise ValueError(f"out={out!r}; valid choices: 'fp16', 'fp32'")
+    if n_buffers is not None:
+        _check_positive(n_buffers=n_buffers)
+    if a_resident and order != "mnk":
+        raise ValueError(
+            f"a_resident=True needs order='mnk' (token tiles outermost), got {order!r}"
+        )
+    if len(tensors) != 4 or not all(isinstance(t, str) and t for t in tensors):
+        raise ValueError(f"tensors={tensors!r} must be 4 non-empty names (A, W, psum, Y)")
+
+
+@dataclass(frozen=True)
+class _TileWalk:
+    """The tiles of a GEMM in loop order (one *step* per tile) and what each step moves.
+
+    Attributes:
+        m_tile, n_tile, k_tile: shape (steps,) int64: the step's token, channel and K tile.
+        tiles_m, tiles_n, tiles_k: tiles along each dimension.
+        elems_m, elems_n, elems_k: shape (tiles_d,) int64: elements of each tile along the
+            dimension (the last one smaller when the tile does not divide it).
+        reads_a, reads_w: shape (steps,) bool: the step reads a new A (W) tile.
+        reads_psum, writes_psum: shape (steps,) bool: the step reads back (writes) partial
+            sums; a step that does not write them writes its output tile.
+        a_resident: A slabs stay on chip across channel tiles.
+    """
+
+    m_tile: npt.NDArray[np.int64]
+    n_tile: npt.NDArray[np.int64]
+    k_tile: npt.NDArray[np.int64]
+    tiles_m: int
+    tiles_n: int
+    tiles_k: int
+    elems_m: npt.NDArray[np.int64]
+    elems_n: npt.NDArray[np.int64]
+    elems_k: npt.NDArray[np.int64]
+    reads_a: npt.NDArray[np.bool_]
+    reads_w: npt.NDArray[np.bool_]
+    reads_psum: npt.NDArray[np.bool_]
+    writes_psum: npt.NDArray[np.bool_]
+    a_resident: bool
+
+    @property
+    def steps(self) -> int:
+        """Tiles in the walk."""
+        return int(self.m_tile.size)
+
+    @property
+    def tile_index(self) -> npt.NDArray[np.int64]:
+        """Shape (steps,): each step's tile number, ``(m_tile·tiles_n + n_tile)·tiles_k +
+        k_tile``."""
+        return (self.m_tile * self.tiles_n + self.n_tile) * self.tiles_k + self.k_tile
+
+
+def _walk_tiles(
+    dims: tuple[int, int, int],
+    tile_dims: tuple[int, int, int],
+    order: str,
+    *,
+    a_resident: bool,
+    n_buffers: int | None,
+) -> _TileWalk:
+    """The steps of the loop nest ``order`` over ``dims = (m, n, k)`` in tiles of
+    ``tile_dims``, with a one-tile operand buffer (an operand that the innermost loop does not
+    index is read once per pass; a resident A once per token tile)."""
+    elems = {d: _tile_sizes(total, t) for d, total, t in zip("mnk", dims, tile_dims, strict=True)}
+    counts = {d: len(e) for d, e in elems.items()}
+    grids = np.meshgrid(*(np.arange(counts[d]) for d in order), indexing="ij")
     idx = {d: g.ravel().astype(np.int64) for d, g in zip(order, grids, strict=True)}
     mi, ni, ki = idx["m"], idx["n"], idx["k"]
-    n_t = mi.size
-    last_k = n_tiles["k"] - 1
-    new_a = np.ones(n_t, dtype=bool)
-    new_a[1:] = (mi[1:] != mi[:-1]) | (ki[1:] != ki[:-1])
+    reads_a = np.ones(mi.size, dtype=bool)
+    reads_a[1:] = (mi[1:] != mi[:-1]) | (ki[1:] != ki[:-1])
     if a_resident:
-        new_a &= ni == 0  # the slab is read at the token tile's first channel tile
-    new_w = np.ones(n_t, dtype=bool)
-    new_w[1:] = (ni[1:] != ni[:-1]) | (ki[1:] != ki[:-1])
-    psum_rd = ki > 0
-    psum_wr = ki < last_k
-
-    prog = _Program()
-    t_a, t_w, t_p, t_y = tensors
-    # Everything the two emitters need, by name.
-    v = dict(
-        mi=mi, ni=ni, ki=ki, n_t=n_t, new_a=new_a, new_w=new_w, psum_rd=psum_rd,
-        psum_wr=psum_wr, sizes=sizes, n_tiles=n_tiles, n_buffers=n_buffers,
-        a_bytes=a_bytes, a_addr=a_addr, w_bytes=w_bytes, w_addr=w_addr, p_bytes=p_bytes,
-        p_addr=p_addr, y_bytes=y_bytes, y_addr=y_addr, a_space=a_space, w_space=w_space,
-        psum_space=psum_space, out_space=out_space, unit=unit, name_a=name_a, name_w=name_w,
-        t_a=t_a, t_w=t_w, t_p=t_p, t_y=t_y, a_resident=a_resident,
+        reads_a &= ni == 0  # the slab is read at the token tile's first channel tile
+    reads_w = np.ones(mi.size, dtype=bool)
+    reads_w[1:] = (ni[1:] != ni[:-1]) | (ki[1:] != ki[:-1])
+    return _TileWalk(
+        m_tile=mi, n_tile=ni, k_tile=ki, tiles_m=counts["m"], tiles_n=counts["n"],
+        tiles_k=counts["k"], elems_m=elems["m"], elems_n=elems["n"], elems_k=elems["k"],
+        reads_a=reads_a, reads_w=reads_w, reads_psum=ki > 0, writes_psum=ki < counts["k"] - 1,
+        a_resident=a_resident,
     )  # fmt: skip
-    if n_buffers is None:
-        _plain_program(prog, v)
-    else:
-        _pipelined_program(prog, v)
-    return prog.trace("coaccel.models.hbq.gemm", meta)
 
 
-def _plain_program(prog: _Program, v: dict[str, Any]) -> None:
+@dataclass(frozen=True)
+class _GemmLayout:
+    """Where each tile of each tensor lives and what the records are called.
+
+    Every tensor is stored tile-major: ``*_tile_bytes[i, j]`` is the size of tile (i, j) in
+    B (``ceil(elements · bits / 8)``) and ``*_tile_addr_bytes[i, j]`` its byte offset in the
+    tensor. A tiles are indexed (m, k), W tiles (n, k), partial-sum and Y tiles (m, n).
+
+    Attributes:
+        a_tile_bytes, a_tile_addr_bytes: the activation operand's tiles.
+        w_tile_bytes, w_tile_addr_bytes: the weight operand's tiles.
+        psum_tile_bytes, psum_tile_addr_bytes: the partial-sum tiles.
+        y_tile_bytes, y_tile_addr_bytes: the output tiles.
+        fmt_a, fmt_w: format names of the compute records.
+        unit: compute unit name.
+        space_a, space_w, space_psum, space_y: memory spaces of the four tensors.
+        tensor_a, tensor_w, tensor_psum, tensor_y: their tensor names.
+    """
+
+    a_tile_bytes: npt.NDArray[np.int64]
+    a_tile_addr_bytes: npt.NDArray[np.int64]
+    w_tile_bytes: npt.NDArray[np.int64]
+    w_tile_addr_bytes: npt.NDArray[np.int64]
+    psum_tile_bytes: npt.NDArray[np.int64]
+    psum_tile_addr_bytes: npt.NDArray[np.int64]
+    y_tile_bytes: npt.NDArray[np.int64]
+    y_tile_addr_bytes: npt.NDArray[np.int64]
+    fmt_a: str
+    fmt_w: str
+    unit: str
+    space_a: str
+    space_w: str
+    space_psum: str
+    space_y: str
+    tensor_a: str
+    tensor_w: str
+    tensor_psum: str
+    tensor_y: str
+
+    @classmethod
+    def of(
+        cls,
+        walk: _TileWalk,
+        bits_a: Fraction,
+        bits_w: Fraction,
+        bits_psum: Fraction,
+        bits_y: Fraction,
+        *,
+        fmt_a: str,
+        fmt_w: str,
+        unit: str,
+        spaces: Sequence[str],
+        tensors: Sequence[str],
+    ) -> _GemmLayout:
+        """The layout of a walk's tensors at the given bits per element (exact)."""
+        a = _tile_bytes(walk.elems_m, walk.elems_k, bits_a)
+        w = _tile_bytes(walk.elems_n, walk.elems_k, bits_w)
+        p = _tile_bytes(walk.elems_m, walk.elems_n, bits_psum)
+        y = _tile_bytes(walk.elems_m, walk.elems_n, bits_y)
+        return cls(
+            *a, *w, *p, *y, fmt_a=fmt_a, fmt_w=fmt_w, unit=unit, space_a=spaces[0],
+            space_w=spaces[1], space_psum=spaces[2], space_y=spaces[3], tensor_a=tensors[0],
+            tensor_w=tensors[1], tensor_psum=tensors[2], tensor_y=tensors[3],
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Schedule:
+    """Issue order (seq) and dependencies of a walk's records.
+
+    Attributes:
+        seq_a, seq_w, seq_psum_read: shape (steps,) int64: seq of each step's A, W and
+            partial-sum read (meaningful where the walk's ``reads_*`` mask is set).
+        seq_compute: shape (steps,): seq of each step's GEMM.
+        seq_write: shape (steps,): seq of each step's partial-sum or output write.
+        dep_a, dep_w, dep_psum_read: one entry per read issued (the masked steps, in step
+            order): the seq it waits for, or -1.
+        dep_compute: shape (steps,): the read each GEMM waits for, or -1.
+    """
+
+    seq_a: npt.NDArray[np.int64]
+    seq_w: npt.NDArray[np.int64]
+    seq_psum_read: npt.NDArray[np.int64]
+    seq_compute: npt.NDArray[np.int64]
+    seq_write: npt.NDArray[np.int64]
+    dep_a: npt.NDArray[np.int64] | int
+    dep_w: npt.NDArray[np.int64] | int
+    dep_psum_read: npt.NDArray[np.int64] | int
+    dep_compute: npt.NDArray[np.int64]
+
+
+def _plain_schedule(walk: _TileWalk) -> _Schedule:
     """Per tile: [A read] [W read] [psum read] compute, psum write or Y write (no slots)."""
-    mi, ni, ki = v["mi"], v["ni"], v["ki"]
-    new_a, new_w, psum_rd, psum_wr = v["new_a"], v["new_w"], v["psum_rd"], v["psum_wr"]
-    counts = new_a.astype(np.int64) + new_w + psum_rd + 2
-    base = np.cumsum(counts) - counts
-    s_a = base
-    s_w = base + new_a
-    s_pr = s_w + new_w
-    s_c = s_pr + psum_rd
-    s_wr = s_c + 1
+    reads_a, reads_w, reads_psum = walk.reads_a, walk.reads_w, walk.reads_psum
+    records = reads_a.astype(np.int64) + reads_w + reads_psum + 2
+    seq_a = np.cumsum(records) - records
+    seq_w = seq_a + reads_a
+    seq_psum_read = seq_w + reads_w
+    seq_compute = seq_psum_read + reads_psum
     # The compute depends on the latest read issued so far (this tile's or an earlier one's).
-    last = np.where(psum_rd, s_pr, np.where(new_w, s_w, np.where(new_a, s_a, -1)))
-    dep_c = np.maximum.accumulate(last)
-    sizes, n_tiles = v["sizes"], v["n_tiles"]
-    a_space, w_space, p_space, o_space = v["a_space"], v["w_space"], v["psum_space"], v["out_space"]
-    prog.add_memory(
-        s_a[new_a],
-        space=a_space,
-        rw=0,
-        tensor=v["t_a"],
-        nbytes=v["a_bytes"][mi, ki][new_a],
-        addr=v["a_addr"][mi, ki][new_a],
+    last = np.where(
+        reads_psum, seq_psum_read, np.where(reads_w, seq_w, np.where(reads_a, seq_a, -1))
     )
-    prog.add_memory(
-        s_w[new_w],
-        space=w_space,
-        rw=0,
-        tensor=v["t_w"],
-        nbytes=v["w_bytes"][ni, ki][new_w],
-        addr=v["w_addr"][ni, ki][new_w],
-    )
-    prog.add_memory(
-        s_pr[psum_rd],
-        space=p_space,
-        rw=0,
-        tensor=v["t_p"],
-        nbytes=v["p_bytes"][mi, ni][psum_rd],
-        addr=v["p_addr"][mi, ni][psum_rd],
-    )
-    prog.add_compute(
-        s_c,
-        op="gemm",
-        unit=v["unit"],
-        m=sizes["m"][mi],
-        n=sizes["n"][ni],
-        k=sizes["k"][ki],
-        fmt_a=v["name_a"],
-        fmt_b=v["name_w"],
-        tile=(mi * n_tiles["n"] + ni) * n_tiles["k"] + ki,
-        dep=dep_c,
-    )
-    prog.add_memory(
-        s_wr[psum_wr],
-        space=p_space,
-        rw=1,
-        tensor=v["t_p"],
-        dep=s_c[psum_wr],
-        nbytes=v["p_bytes"][mi, ni][psum_wr],
-        addr=v["p_addr"][mi, ni][psum_wr],
-    )
-    y = ~psum_wr
-    prog.add_memory(
-        s_wr[y],
-        space=o_space,
-        rw=1,
-        tensor=v["t_y"],
-        dep=s_c[y],
-        nbytes=v["y_bytes"][mi, ni][y],
-        addr=v["y_addr"][mi, ni][y],
-    )
+    return _Schedule(
+        seq_a=seq_a, seq_w=seq_w, seq_psum_read=seq_psum_read, seq_compute=seq_compute,
+        seq_write=seq_compute + 1, dep_a=-1, dep_w=-1, dep_psum_read=-1,
+        dep_compute=np.maximum.accumulate(last),
+    )  # fmt: skip
 
 
-def _pipelined_program(prog: _Program, v: dict[str, Any]) -> None:
+def _pipelined_schedule(walk: _TileWalk, n_buffers: int) -> _Schedule:
     """Reads issued ``n_buffers - 1`` tiles ahead, with buffer-slot dependencies."""
-    mi, ni, ki, n_t = v["mi"], v["ni"], v["ki"], v["n_t"]
-    new_a, new_w, psum_rd, psum_wr = v["new_a"], v["new_w"], v["psum_rd"], v["psum_wr"]
-    nb = int(v["n_buffers"])
-    ahead = nb - 1
-    tiles = np.arange(n_t, dtype=np.int64)
+    reads_a, reads_w, reads_psum = walk.reads_a, walk.reads_w, walk.reads_psum
+    steps = np.arange(walk.steps, dtype=np.int64)
     # Position (in compute order) at which each tile's reads are issued.
-    pos = np.maximum(tiles - ahead, 0)
-    reads_at = np.zeros(n_t, dtype=np.int64)
-    np.add.at(reads_at, pos, new_a.astype(np.int64) + new_w)
-    counts = reads_at + psum_rd + 2
-    base = np.cumsum(counts) - counts
+    issue_at = np.maximum(steps - (n_buffers - 1), 0)
+    operand_reads = reads_a.astype(np.int64) + reads_w
+    reads_at = np.zeros(walk.steps, dtype=np.int64)
+    np.add.at(reads_at, issue_at, operand_reads)
+    records = reads_at + reads_psum + 2
+    base = np.cumsum(records) - records
     # Reads of the tiles issued at one position, in tile order, A before W.
-    n_reads = new_a.astype(np.int64) + new_w
-    before = np.cumsum(n_reads) - n_reads  # reads of earlier tiles (all positions)
-    first_at_pos = np.cumsum(reads_at) - reads_at  # reads issued at earlier positions
-    s_a = base[pos] + (before - first_at_pos[pos])
-    s_w = s_a + new_a
-    s_pr = base + reads_at
-    s_c = s_pr + psum_rd
-    s_wr = s_c + 1
-
-    def slot_deps(new: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
-        # Read j of an operand overwrites the slot of read j - nb, which the computes up to
-        # (the tile of read j - nb + 1) - 1 use.
-        t_of = tiles[new]
-        dep = np.full(t_of.size, -1, dtype=np.int64)
-        if t_of.size > nb - 1 and nb >= 1:
-            j = np.arange(nb, t_of.size)
-            dep[nb:] = s_c[t_of[j - nb + 1] - 1]
-        return dep
-
-    def slab_deps() -> npt.NDArray[np.int64]:
-        # Resident A: nb slabs of n_k tiles. Read j (tile (mi, 0, ki)) overwrites the slot of
-        # read j - nb*n_k, A(mi - nb, ki), which the computes up to its token tile's last
-        # channel tile, (mi - nb, n_n - 1, ki), use (order mnk: tile index = flat index).
-        n_n, n_k = v["n_tiles"]["n"], v["n_tiles"]["k"]
-        t_of = tiles[new_a]
-        slots = nb * n_k
-        dep = np.full(t_of.size, -1, dtype=np.int64)
-        if t_of.size > slots:
-            old = t_of[: t_of.size - slots]
-            last_use = (mi[old] * n_n + n_n - 1) * n_k + ki[old]
-            dep[slots:] = s_c[last_use]
-        return dep
-
-    dep_a = slab_deps() if v["a_resident"] else slot_deps(new_a)
-    dep_w = slot_deps(new_w)
-    dep_c = np.where(new_w, s_w, np.where(new_a, s_a, -1))
+    reads_before = np.cumsum(operand_reads) - operand_reads  # of earlier tiles, anywhere
+    reads_before_pos = np.cumsum(reads_at) - reads_at  # issued at earlier positions
+    seq_a = base[issue_at] + (reads_before - reads_before_pos[issue_at])
+    seq_w = seq_a + reads_a
+    seq_psum_read = base + reads_at
+    seq_compute = seq_psum_read + reads_psum
+    seq_write = seq_compute + 1
+    if walk.a_resident:
+        dep_a = _slab_deps(walk, seq_compute, n_buffers)
+    else:
+        dep_a = _slot_deps(reads_a, seq_compute, n_buffers)
     # Partial-sum read of (mi, ni, ki) reads back the write of (mi, ni, ki - 1).
-    n_tiles = v["n_tiles"]
-    flat = (mi * n_tiles["n"] + ni) * n_tiles["k"] + ki
-    where = np.empty(n_t, dtype=np.int64)
-    where[flat] = tiles
-    prev = where[np.maximum(flat - 1, 0)]
-    dep_pr = s_wr[prev][psum_rd]
+    flat = walk.tile_index
+    step_of_tile = np.empty(walk.steps, dtype=np.int64)
+    step_of_tile[flat] = steps
+    previous_k = step_of_tile[np.maximum(flat - 1, 0)]
+    return _Schedule(
+        seq_a=seq_a, seq_w=seq_w, seq_psum_read=seq_psum_read, seq_compute=seq_compute,
+        seq_write=seq_write, dep_a=dep_a, dep_w=_slot_deps(reads_w, seq_compute, n_buffers),
+        dep_psum_read=seq_write[previous_k][reads_psum],
+        dep_compute=np.where(reads_w, seq_w, np.where(reads_a, seq_a, -1)),
+    )  # fmt: skip
 
-    sizes = v["sizes"]
-    prog.add_memory(
-        s_a[new_a],
-        space=v["a_space"],
-        phase="act",
-        rw=0,
-        tensor=v["t_a"],
-        dep=dep_a,
-        nbytes=v["a_bytes"][mi, ki][new_a],
-        addr=v["a_addr"][mi, ki][new_a],
+
+def _slot_deps(
+    reads: npt.NDArray[np.bool_], seq_compute: npt.NDArray[np.int64], n_buffers: int
+) -> npt.NDArray[np.int64]:
+    """Read j of an operand overwrites the slot of read j - n_buffers, which the computes up
+    to (the step of read j - n_buffers + 1) - 1 use: it waits for the last of them."""
+    step_of_read = np.flatnonzero(reads)
+    dep = np.full(step_of_read.size, -1, dtype=np.int64)
+    if step_of_read.size > n_buffers - 1:
+        j = np.arange(n_buffers, step_of_read.size)
+        dep[n_buffers:] = seq_compute[step_of_read[j - n_buffers + 1] - 1]
+    return dep
+
+
+def _slab_deps(
+    walk: _TileWalk, seq_compute: npt.NDArray[np.int64], n_buffers: int
+) -> npt.NDArray[np.int64]:
+    """Resident A: ``n_buffers`` slabs of ``tiles_k`` tiles. Read j (tile (mi, 0, ki))
+    overwrites the slot of read j - n_buffers·tiles_k, A(mi - n_buffers, ki), which the
+    computes up to its token tile's last channel tile, (mi - n_buffers, tiles_n - 1, ki), use
+    (order mnk: tile index = step)."""
+    n_n, n_k = walk.tiles_n, walk.tiles_k
+    step_of_read = np.flatnonzero(walk.reads_a)
+    slots = n_buffers * n_k
+    dep = np.full(step_of_read.size, -1, dtype=np.int64)
+    if step_of_read.size > slots:
+        old = step_of_read[: step_of_read.size - slots]
+        last_use = (walk.m_tile[old] * n_n + n_n - 1) * n_k + walk.k_tile[old]
+        dep[slots:] = seq_compute[last_use]
+    return dep
+
+
+def _emit_gemm(
+    b: TraceBuilder, walk: _TileWalk, lay: _GemmLayout, sched: _Schedule, *, phases: bool
+) -> None:
+    """Add a walk's records to ``b`` at the schedule's seq numbers. With ``phases`` the
+    records name the buffer they fill or drain (``act``, ``wgt``, ``psum``, ``out``)."""
+    mi, ni, ki = walk.m_tile, walk.n_tile, walk.k_tile
+    ra, rw, rp, wp = walk.reads_a, walk.reads_w, walk.reads_psum, walk.writes_psum
+    wy = ~wp
+    act, wgt, psum, out = ("act", "wgt", "psum", "out") if phases else ("", "", "", "")
+    b.memory_many(
+        seq=sched.seq_a[ra], space=lay.space_a, phase=act, rw=0, tensor=lay.tensor_a,
+        dep=sched.dep_a, nbytes=lay.a_tile_bytes[mi, ki][ra],
+        addr=lay.a_tile_addr_bytes[mi, ki][ra],
+    )  # fmt: skip
+    b.memory_many(
+        seq=sched.seq_w[rw], space=lay.space_w, phase=wgt, rw=0, tensor=lay.tensor_w,
+        dep=sched.dep_w, nbytes=lay.w_tile_bytes[ni, ki][rw],
+        addr=lay.w_tile_addr_bytes[ni, ki][rw],
+    )  # fmt: skip
+    psum_bytes, psum_addr = lay.psum_tile_bytes[mi, ni], lay.psum_tile_addr_bytes[mi, ni]
+    b.memory_many(
+        seq=sched.seq_psum_read[rp], space=lay.space_psum, phase=psum, rw=0,
+        tensor=lay.tensor_psum, dep=sched.dep_psum_read, nbytes=psum_bytes[rp],
+        addr=psum_addr[rp],
+    )  # fmt: skip
+    b.compute_many(
+        seq=sched.seq_compute, op="gemm", unit=lay.unit, m=walk.elems_m[mi], n=walk.elems_n[ni],
+        k=walk.elems_k[ki], fmt_a=lay.fmt_a, fmt_b=lay.fmt_w, tile=walk.tile_index,
+        dep=sched.dep_compute,
+    )  # fmt: skip
+    b.memory_many(
+        seq=sched.seq_write[wp], space=lay.space_psum, phase=psum, rw=1,
+        tensor=lay.tensor_psum, dep=sched.seq_compute[wp], nbytes=psum_bytes[wp],
+        addr=psum_addr[wp],
+    )  # fmt: skip
+    b.memory_many(
+        seq=sched.seq_write[wy], space=lay.space_y, phase=out, rw=1, tensor=lay.tensor_y,
+        dep=sched.seq_compute[wy], nbytes=lay.y_tile_bytes[mi, ni][wy],
+        addr=lay.y_tile_addr_bytes[mi, ni][wy],
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# The fused attention program (emitted by ``_workload.attention_trace``)
+
+
+@dataclass(frozen=True)
+class _AttentionTiles:
+    """The work of a fused attention in blocks (KV head x query tile) and key tiles.
+
+    Attributes:
+        block_head: shape (blocks,) int64: the block's KV head (blocks are head-major).
+        block_rows: shape (blocks,): query rows, tokens x the GQA group (token-major).
+        block_first_token: shape (blocks,): position of the block's first query token.
+        block_key_tiles: shape (blocks,): key tiles the block computes.
+        block_first_tile: shape (blocks,): index of the block's first key tile.
+        tile_block: shape (tiles,) int64: the key tile's block (tiles are block-major).
+        tile_in_block: shape (tiles,): the key tile's index j within its block.
+        tile_keys: shape (tiles,): keys in the tile (the last tile of the cache is smaller).
+        tile_is_last: shape (tiles,) bool: the block's last key tile.
+    """
+
+    block_head: npt.NDArray[np.int64]
+    block_rows: npt.NDArray[np.int64]
+    block_first_token: npt.NDArray[np.int64]
+    block_key_tiles: npt.NDArray[np.int64]
+    block_first_tile: npt.NDArray[np.int64]
+    tile_block: npt.NDArray[np.int64]
+    tile_in_block: npt.NDArray[np.int64]
+    tile_keys: npt.NDArray[np.int64]
+    tile_is_last: npt.NDArray[np.bool_]
+
+    @property
+    def blocks(self) -> int:
+        """(KV head, query tile) blocks."""
+        return int(self.block_head.size)
+
+    @property
+    def tiles(self) -> int:
+        """Key tiles, all blocks."""
+        return int(self.tile_block.size)
+
+
+def _attention_tiles(
+    *,
+    kv_heads: int,
+    group: int,
+    q_tokens: int,
+    q_start: int,
+    n_keys: int,
+    causal: bool,
+    rows_per_tile: int,
+    keys_per_tile: int,
+) -> _AttentionTiles:
+    """Blocks and key tiles of the fused attention: query tiles of ``rows_per_tile / group``
+    tokens per KV head; per block the key tiles holding any key its tokens attend."""
+    tokens_per_tile = rows_per_tile // group
+    n_qt = -(-q_tokens // tokens_per_tile)
+    first_token = q_start + np.arange(n_qt, dtype=np.int64) * tokens_per_tile
+    end_token = np.minimum(first_token + tokens_per_tile, q_start + q_tokens)
+    keys_end = end_token if causal else np.full(n_qt, n_keys, dtype=np.int64)
+    key_tiles = (keys_end + keys_per_tile - 1) // keys_per_tile
+    block_key_tiles = np.tile(key_tiles, kv_heads)
+    n_blk = block_key_tiles.size
+    tile_block = np.repeat(np.arange(n_blk, dtype=np.int64), block_key_tiles)
+    block_first_tile = np.cumsum(block_key_tiles) - block_key_tiles
+    tile_in_block = np.arange(tile_block.size, dtype=np.int64) - block_first_tile[tile_block]
+    return _AttentionTiles(
+        block_head=np.repeat(np.arange(kv_heads, dtype=np.int64), n_qt),
+        block_rows=np.tile((end_token - first_token) * group, kv_heads),
+        block_first_token=np.tile(first_token, kv_heads),
+        block_key_tiles=block_key_tiles,
+        block_first_tile=block_first_tile,
+        tile_block=tile_block,
+        tile_in_block=tile_in_block,
+        tile_keys=np.minimum(keys_per_tile, n_keys - tile_in_block * keys_per_tile),
+        tile_is_last=tile_in_block == block_key_tiles[tile_block] - 1,
     )
-    prog.add_memory(
-        s_w[new_w],
-        space=v["w_space"],
-        phase="wgt",
-        rw=0,
-        tensor=v["t_w"],
-        dep=dep_w,
-        nbytes=v["w_bytes"][ni, ki][new_w],
-        addr=v["w_addr"][ni, ki][new_w],
+
+
+@dataclass(frozen=True)
+class _AttentionSeqs:
+    """Issue order of the attention records (shape (blocks,) or (tiles,) int64 each).
+
+    Attributes:
+        q: per block, the Q read. out_write: per block, the output write.
+        k, qk, softmax, s, p: per key tile, the K read, ``QK^T``, the softmax, the score
+            read (PSUM) and the probability write (ACT).
+        v, psum_read, pv, write: per key tile, the V read, the output partial-sum read back
+            (tiles after the first), ``PV``, and the partial-sum write (the block's output
+            write on its last tile).
+    """
+
+    q: npt.NDArray[np.int64]
+    out_write: npt.NDArray[np.int64]
+    k: npt.NDArray[np.int64]
+    qk: npt.NDArray[np.int64]
+    softmax: npt.NDArray[np.int64]
+    s: npt.NDArray[np.int64]
+    p: npt.NDArray[np.int64]
+    v: npt.NDArray[np.int64]
+    psum_read: npt.NDArray[np.int64]
+    pv: npt.NDArray[np.int64]
+    write: npt.NDArray[np.int64]
+
+
+def _attention_seqs(t: _AttentionTiles, n_buffers: int) -> _AttentionSeqs:
+    """Program order, per block: Q (key 0), F(i) (key 4i + 2), B(j) (key 4j + 4 without
+    lookahead, 4j + 8 with one tile of it: F0 F1 B0 F2 B1 ... B(J-2) B(J-1)). F(i) is the
+    front half of key tile i (K, QK, softmax, S, P), B(j) the back half (V, [O psum read],
+    PV, [O psum write]). The block's output write is its own part, issued after the next
+    block's Q and first K reads (key 3 of the next block; after everything for the last
+    block) so that an in-order DMA queue prefetches the next block while the array finishes
+    this one."""
+    n_blk, nkt, kj = t.blocks, t.tiles, t.tile_in_block
+    ahead = 1 if n_buffers >= 2 else 0
+    blocks = np.arange(n_blk, dtype=np.int64)
+    front_size = np.full(nkt, 5, dtype=np.int64)
+    back_size = 2 + (kj > 0).astype(np.int64) + (~t.tile_is_last)
+    write_block = np.minimum(blocks + 1, n_blk - 1)
+    write_key = np.where(blocks < n_blk - 1, 3, 4 * int(t.block_key_tiles.max()) + 16)
+    part_block = np.concatenate([blocks, t.tile_block, t.tile_block, write_block])
+    part_key = np.concatenate(
+        [np.zeros(n_blk, dtype=np.int64), 4 * kj + 2, 4 * kj + 4 + 4 * ahead, write_key]
     )
-    prog.add_memory(
-        s_pr[psum_rd],
-        space=v["psum_space"],
-        phase="psum",
-        rw=0,
-        tensor=v["t_p"],
-        dep=dep_pr,
-        nbytes=v["p_bytes"][mi, ni][psum_rd],
-        addr=v["p_addr"][mi, ni][psum_rd],
+    part_size = np.concatenate(
+        [np.ones(n_blk, dtype=np.int64), front_size, back_size, np.ones(n_blk, dtype=np.int64)]
     )
-    prog.add_compute(
-        s_c,
-        op="gemm",
-        unit=v["unit"],
-        m=sizes["m"][mi],
-        n=sizes["n"][ni],
-        k=sizes["k"][ki],
-        fmt_a=v["name_a"],
-        fmt_b=v["name_w"],
-        tile=flat,
-        dep=dep_c,
+    order = np.lexsort((part_key, part_block))
+    base = np.empty(part_size.size, dtype=np.int64)
+    sizes_sorted = part_size[order]
+    base[order] = np.cumsum(sizes_sorted) - sizes_sorted
+    front = base[n_blk : n_blk + nkt]
+    back = base[n_blk + nkt : n_blk + 2 * nkt]
+    out_write = base[n_blk + 2 * nkt :]
+    pv = back + 1 + (kj > 0)
+    return _AttentionSeqs(
+        q=base[:n_blk], out_write=out_write, k=front, qk=front + 1, softmax=front + 2,
+        s=front + 3, p=front + 4, v=back, psum_read=back + 1, pv=pv,
+        write=np.where(t.tile_is_last, out_write[t.tile_block], pv + 1),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _AttentionBytes:
+    """Sizes and offsets of the attention's DRAM records, B.
+
+    The K and V caches hold, per KV head, ``n_keys x head_dim`` elements; Q and the output,
+    per KV head, the ``q_tokens x group`` rows; a tile's slice starts at its first key (token).
+
+    Attributes:
+        kv_tile_bytes, kv_tile_addr_bytes: shape (tiles,): each key tile's K (and V) slice.
+        q_block_bytes, q_block_addr_bytes: shape (blocks,): each block's Q (and output) rows.
+    """
+
+    kv_tile_bytes: npt.NDArray[np.int64]
+    kv_tile_addr_bytes: npt.NDArray[np.int64]
+    q_block_bytes: npt.NDArray[np.int64]
+    q_block_addr_bytes: npt.NDArray[np.int64]
+
+
+def _attention_bytes(
+    t: _AttentionTiles,
+    *,
+    group: int,
+    head_dim: int,
+    q_tokens: int,
+    q_start: int,
+    n_keys: int,
+    keys_per_tile: int,
+    bits_act: Fraction,
+    bits_kv: Fraction,
+) -> _AttentionBytes:
+    """Byte sizes and addresses of the Q, K, V and output records (exact, rounded up)."""
+    head_kv_bytes = storage_bytes(n_keys * head_dim, bits_kv)
+    head_q_bytes = storage_bytes(q_tokens * group * head_dim, bits_act)
+    first_key = t.tile_in_block * keys_per_tile
+    first_row = (t.block_first_token - q_start) * group
+    return _AttentionBytes(
+        kv_tile_bytes=storage_bytes(t.tile_keys * head_dim, bits_kv),
+        kv_tile_addr_bytes=t.block_head[t.tile_block] * head_kv_bytes
+        + storage_bytes(first_key * head_dim, bits_kv),
+        q_block_bytes=storage_bytes(t.block_rows * head_dim, bits_act),
+        q_block_addr_bytes=t.block_head * head_q_bytes
+        + storage_bytes(first_row * head_dim, bits_act),
     )
-    prog.add_memory(
-        s_wr[psum_wr],
-        space=v["psum_space"],
-        phase="psum",
-        rw=1,
-        tensor=v["t_p"],
-        dep=s_c[psum_wr],
-        nbytes=v["p_bytes"][mi, ni][psum_wr],
-        addr=v["p_addr"][mi, ni][psum_wr],
-    )
-    y = ~psum_wr
-    prog.add_memory(
-        s_wr[y],
-        space=v["out_space"],
-        phase="out",
-        rw=1,
-        tensor=v["t_y"],
-        dep=s_c[y],
-        nbytes=v["y_bytes"][mi, ni][y],
-        addr=v["y_addr"][mi, ni][y],
-    )
+
+
+def _emit_attention(
+    b: TraceBuilder,
+    t: _AttentionTiles,
+    seqs: _AttentionSeqs,
+    by: _AttentionBytes,
+    *,
+    n_buffers: int,
+    head_dim: int,
+    fmt_act: tuple[str, Fraction],
+    fmt_kv: str,
+    bits_psum: Fraction,
+) -> None:
+    """Add the attention's records to ``b`` at their seq numbers, with their dependencies:
+    a K read waits for the ``QK^T`` that frees its slot (``n_buffers`` K reads earlier), a Q
+    read for the previous block's last ``QK^T``, each step for the one before it, an output
+    partial-sum read for the previous tile's write."""
+    name_a, bits_a = fmt_act
+    kb, kj, keys, last = t.tile_block, t.tile_in_block, t.tile_keys, t.tile_is_last
+    nkt, s = t.tiles, seqs
+    dep_k = np.full(nkt, -1, dtype=np.int64)
+    if nkt > n_buffers:
+        dep_k[n_buffers:] = s.qk[: nkt - n_buffers]  # K slot reused n_buffers K reads later
+    dep_q = np.full(t.blocks, -1, dtype=np.int64)
+    dep_q[1:] = s.qk[t.block_first_tile + t.block_key_tiles - 1][:-1]
+    prev_write = np.roll(s.write, 1)  # O partial-sum write of the previous key tile
+    rows = t.block_rows[kb]
+    tile = np.arange(nkt)
+    b.memory_many(
+        seq=s.q, space="DRAM", phase="act", rw=0, tensor="q", dep=dep_q,
+        nbytes=by.q_block_bytes, addr=by.q_block_addr_bytes,
+    )  # fmt: skip
+    b.memory_many(
+        seq=s.k, space="DRAM", phase="wgt", rw=0, tensor="k_cache", dep=dep_k,
+        nbytes=by.kv_tile_bytes, addr=by.kv_tile_addr_bytes,
+    )  # fmt: skip
+    b.compute_many(
+        seq=s.qk, op="gemm", unit="pe_array", m=rows, n=keys, k=head_dim, fmt_a=name_a,
+        fmt_b=fmt_kv, tile=tile, dep=s.k,
+    )  # fmt: skip
+    b.compute_many(
+        seq=s.softmax, op="softmax", unit="vector", m=rows, n=keys, k=0, macs=0, fmt_a="fp16",
+        tile=tile, dep=s.qk,
+    )  # fmt: skip
+    b.memory_many(
+        seq=s.s, space="PSUM", phase="psum", rw=0, tensor="S", dep=s.softmax,
+        nbytes=storage_bytes(rows * keys, bits_psum),
+    )  # fmt: skip
+    b.memory_many(
+        seq=s.p, space="ACT", phase="act", rw=1, tensor="P", dep=s.softmax,
+        nbytes=storage_bytes(rows * keys, bits_a),
+    )  # fmt: skip
+    b.memory_many(
+        seq=s.v, space="DRAM", phase="wgt", rw=0, tensor="v_cache", dep=s.softmax,
+        nbytes=by.kv_tile_bytes, addr=by.kv_tile_addr_bytes,
+    )  # fmt: skip
+    rd, mid = kj > 0, ~last
+    o_psum_bytes = storage_bytes(rows * head_dim, bits_psum)
+    b.memory_many(
+        seq=s.psum_read[rd], space="PSUM", phase="psum", rw=0, tensor="o_psum",
+        dep=prev_write[rd], nbytes=o_psum_bytes[rd],
+    )  # fmt: skip
+    b.compute_many(
+        seq=s.pv, op="gemm", unit="pe_array", m=rows, n=head_dim, k=keys, fmt_a=name_a,
+        fmt_b=fmt_kv, tile=tile, dep=s.v,
+    )  # fmt: skip
+    b.memory_many(
+        seq=s.write[mid], space="PSUM", phase="psum", rw=1, tensor="o_psum", dep=s.pv[mid],
+        nbytes=o_psum_bytes[mid],
+    )  # fmt: skip
+    b.memory_many(
+        seq=s.write[last], space="DRAM", phase="out", rw=1, tensor="attn_out",
+        dep=s.pv[last], nbytes=by.q_block_bytes[kb[last]], addr=by.q_block_addr_bytes[kb[last]],
+    )  # fmt: skip

@@ -26,15 +26,17 @@ from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
-import numpy.typing as npt
 
-from coaccel.trace import Trace
+from coaccel.trace import Trace, TraceBuilder
 
 from ..formats import FormatSpec, resolve
 from ._trace import (
     PLAIN_FORMAT_BITS,
     OperandStorage,
-    _Program,
+    _attention_bytes,
+    _attention_seqs,
+    _attention_tiles,
+    _emit_attention,
     act_slab_bits,
     gemm_trace,
     operand_storage,
@@ -199,6 +201,8 @@ def attention_trace(
     fmt_kv: Fmt,
     tiles: WorkloadTiles,
     workload: Mapping[str, Any] | None = None,
+    config_digest: str | None = None,
+    seed: int | None = None,
 ) -> Trace:
     """The fused attention program of one layer (module docstring).
 
@@ -217,6 +221,9 @@ def attention_trace(
         fmt_kv: format of the K and V caches.
         tiles: the accelerator tiles (``attn_rows``, ``attn_keys``, ``n_buffers``, psum mode).
         workload: extra JSON metadata.
+        config_digest: :func:`coaccel.config.config_digest` of the configuration the tiles
+            come from, stamped into the trace (None: none).
+        seed: the seed of the run, stamped into the trace (None: nothing random).
 
     Returns:
         The trace: DRAM records ``q``, ``k_cache``, ``v_cache``, ``attn_out`` (phase ``act``,
@@ -242,132 +249,14 @@ def attention_trace(
     name_a, bits_a = operand_storage(fmt_act, "activation")
     name_kv, bits_kv = operand_storage(fmt_kv, "kv")
     bits_p = psum_bits_per_element(tiles.psum_mode, sa_n=tiles.sa_n)
-    toks_per_tile = rows_t // group
-
-    # Blocks: (kv head, query tile). Rows are token-major: tokens [t0, t1) x group heads.
-    n_qt = _cdiv(q_tokens, toks_per_tile)
-    qt = np.arange(n_qt, dtype=np.int64)
-    t0 = q_start + qt * toks_per_tile
-    t1 = np.minimum(t0 + toks_per_tile, q_start + q_tokens)
-    rows_q = (t1 - t0) * group
-    keys_end = t1 if causal else np.full(n_qt, n_keys, dtype=np.int64)
-    j_q = (keys_end + keys_t - 1) // keys_t
-    blk_h = np.repeat(np.arange(kv_heads, dtype=np.int64), n_qt)
-    blk_rows = np.tile(rows_q, kv_heads)
-    blk_j = np.tile(j_q, kv_heads)
-    blk_t0 = np.tile(t0, kv_heads)
-    n_blk = blk_h.size
-
-    # Key tiles of every block, block-major.
-    kb = np.repeat(np.arange(n_blk, dtype=np.int64), blk_j)
-    first_k = np.cumsum(blk_j) - blk_j
-    kj = np.arange(kb.size, dtype=np.int64) - first_k[kb]
-    kkeys = np.minimum(keys_t, n_keys - kj * keys_t)
-    last = kj == blk_j[kb] - 1
-    nkt = kb.size
-
-    # Parts in program order, per block: Q (key 0), F(i) (key 4i + 2), B(j) (key 4j + 4 without
-    # lookahead, 4j + 8 with one tile of it: F0 F1 B0 F2 B1 ... B(J-2) B(J-1)). The block's
-    # output write is its own part, issued after the next block's Q and first K reads (key 3 of
-    # the next block; after everything for the last block) so that an in-order DMA queue
-    # prefetches the next block while the array finishes this one.
-    ahead = 1 if nb >= 2 else 0
-    f_size = np.full(nkt, 5, dtype=np.int64)  # K, QK, softmax, S, P
-    b_size = 2 + (kj > 0).astype(np.int64) + (~last)  # V, [O psum read], PV, [O psum write]
-    ow_blk = np.minimum(np.arange(n_blk, dtype=np.int64) + 1, n_blk - 1)
-    ow_key = np.where(np.arange(n_blk) < n_blk - 1, 3, 4 * int(blk_j.max()) + 16)
-    part_blk = np.concatenate([np.arange(n_blk, dtype=np.int64), kb, kb, ow_blk])
-    part_key = np.concatenate(
-        [np.zeros(n_blk, dtype=np.int64), 4 * kj + 2, 4 * kj + 4 + 4 * ahead, ow_key]
-    )
-    part_size = np.concatenate(
-        [np.ones(n_blk, dtype=np.int64), f_size, b_size, np.ones(n_blk, dtype=np.int64)]
-    )
-    order = np.lexsort((part_key, part_blk))
-    base = np.empty(part_size.size, dtype=np.int64)
-    sizes_sorted = part_size[order]
-    base[order] = np.cumsum(sizes_sorted) - sizes_sorted
-    q_seq = base[:n_blk]
-    f0 = base[n_blk : n_blk + nkt]
-    b0 = base[n_blk + nkt : n_blk + 2 * nkt]
-    ow = base[n_blk + 2 * nkt :]
-    s_k, s_qk, s_sm, s_s, s_p = f0, f0 + 1, f0 + 2, f0 + 3, f0 + 4
-    s_v = b0
-    s_pr = b0 + 1  # only where kj > 0
-    s_pv = b0 + 1 + (kj > 0)
-    s_w = np.where(last, ow[kb], s_pv + 1)
-
-    # Dependencies.
-    dep_k = np.full(nkt, -1, dtype=np.int64)
-    if nkt > nb:
-        dep_k[nb:] = s_qk[: nkt - nb]  # K slot reused nb K reads later
-    dep_q = np.full(n_blk, -1, dtype=np.int64)
-    last_qk = s_qk[first_k + blk_j - 1]
-    dep_q[1:] = last_qk[:-1]
-    prev_w = np.roll(s_w, 1)  # O partial-sum write of the previous key tile (same block)
-
-    kv_tile_bytes = (kkeys * head_dim * bits_kv.numerator + 8 * bits_kv.denominator - 1) // (
-        8 * bits_kv.denominator
-    )
-
-    def nbytes(elems: npt.NDArray[np.int64], bits: Fraction) -> npt.NDArray[np.int64]:
-        return (elems * bits.numerator + 8 * bits.denominator - 1) // (8 * bits.denominator)
-
-    head_kv_bytes = int(nbytes(np.array([n_keys * head_dim]), bits_kv)[0])
-    kv_addr = blk_h[kb] * head_kv_bytes + nbytes(kj * keys_t * head_dim, bits_kv)
-    q_row_bytes = nbytes(blk_rows * head_dim, bits_a)
-    q_addr = blk_h * int(nbytes(np.array([q_tokens * group * head_dim]), bits_a)[0]) + nbytes(
-        (blk_t0 - q_start) * group * head_dim, bits_a
-    )
-    rows_k = blk_rows[kb]
-
-    prog = _Program()
-    prog.add_memory(
-        q_seq, space="DRAM", phase="act", rw=0, tensor="q", dep=dep_q, nbytes=q_row_bytes,
-        addr=q_addr,
+    shape = dict(q_tokens=q_tokens, q_start=q_start, n_keys=n_keys)
+    t = _attention_tiles(
+        kv_heads=kv_heads, group=group, causal=causal, rows_per_tile=rows_t,
+        keys_per_tile=keys_t, **shape,
     )  # fmt: skip
-    prog.add_memory(
-        s_k, space="DRAM", phase="wgt", rw=0, tensor="k_cache", dep=dep_k, nbytes=kv_tile_bytes,
-        addr=kv_addr,
-    )  # fmt: skip
-    prog.add_compute(
-        s_qk, op="gemm", unit="pe_array", m=rows_k, n=kkeys, k=head_dim, fmt_a=name_a,
-        fmt_b=name_kv, tile=np.arange(nkt), dep=s_k,
-    )  # fmt: skip
-    prog.add_compute(
-        s_sm, op="softmax", unit="vector", m=rows_k, n=kkeys, k=0, macs=0, fmt_a="fp16",
-        tile=np.arange(nkt), dep=s_qk,
-    )  # fmt: skip
-    prog.add_memory(
-        s_s, space="PSUM", phase="psum", rw=0, tensor="S", dep=s_sm,
-        nbytes=nbytes(rows_k * kkeys, bits_p),
-    )  # fmt: skip
-    prog.add_memory(
-        s_p, space="ACT", phase="act", rw=1, tensor="P", dep=s_sm,
-        nbytes=nbytes(rows_k * kkeys, bits_a),
-    )  # fmt: skip
-    prog.add_memory(
-        s_v, space="DRAM", phase="wgt", rw=0, tensor="v_cache", dep=s_sm,
-        nbytes=kv_tile_bytes, addr=kv_addr,
-    )  # fmt: skip
-    rd = kj > 0
-    o_psum = nbytes(rows_k * head_dim, bits_p)
-    prog.add_memory(
-        s_pr[rd], space="PSUM", phase="psum", rw=0, tensor="o_psum", dep=prev_w[rd],
-        nbytes=o_psum[rd],
-    )  # fmt: skip
-    prog.add_compute(
-        s_pv, op="gemm", unit="pe_array", m=rows_k, n=head_dim, k=kkeys, fmt_a=name_a,
-        fmt_b=name_kv, tile=np.arange(nkt), dep=s_v,
-    )  # fmt: skip
-    mid = ~last
-    prog.add_memory(
-        s_w[mid], space="PSUM", phase="psum", rw=1, tensor="o_psum", dep=s_pv[mid],
-        nbytes=o_psum[mid],
-    )  # fmt: skip
-    prog.add_memory(
-        s_w[last], space="DRAM", phase="out", rw=1, tensor="attn_out", dep=s_pv[last],
-        nbytes=q_row_bytes[kb[last]], addr=q_addr[kb[last]],
+    by = _attention_bytes(
+        t, group=group, head_dim=head_dim, keys_per_tile=keys_t, bits_act=bits_a,
+        bits_kv=bits_kv, **shape,
     )  # fmt: skip
     meta = {
         "op": "attention",
@@ -389,7 +278,15 @@ def attention_trace(
         "psum_bits": float(bits_p),
         **dict(workload or {}),
     }
-    return prog.trace("coaccel.models.hbq.attention", meta)
+    b = TraceBuilder(
+        producer="coaccel.models.hbq.attention", workload=meta, config_digest=config_digest,
+        seed=seed,
+    )  # fmt: skip
+    _emit_attention(
+        b, t, _attention_seqs(t, nb), by, n_buffers=nb, head_dim=head_dim,
+        fmt_act=(name_a, bits_a), fmt_kv=name_kv, bits_psum=bits_p,
+    )  # fmt: skip
+    return b.build()
 
 
 def iter_transformer_segments(

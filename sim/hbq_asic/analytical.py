@@ -20,6 +20,7 @@ from fractions import Fraction
 from typing import Any
 
 from coaccel.models.hbq import operand_storage, psum_bits_per_element
+from coaccel.trace import storage_bytes
 
 from ._hw import HwParams, hw_params
 from ._result import _notes, _stats
@@ -36,7 +37,7 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def _nbytes(elems: int, bits: Fraction) -> int:
-    return -(-elems * bits.numerator // (8 * bits.denominator))
+    return storage_bytes(elems, bits)
 
 
 def _classes(total: int, tile: int) -> list[tuple[int, int]]:

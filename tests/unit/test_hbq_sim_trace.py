@@ -387,6 +387,66 @@ def test_attention_dependencies():
     assert len(out) == 1 and recs[out[0]][6] == pv[2]
 
 
+# ------------------------------------------------------------------ one record at a time
+
+
+def _rebuilt_one_by_one(t: Trace) -> Trace:
+    """The trace rebuilt with one builder call per record, in seq order: the definition of the
+    record order and of the string tables (names in order of first use)."""
+    b = TraceBuilder(producer=t.meta["producer"], workload=t.meta["workload"],
+                     config_digest=t.meta["config_digest"], seed=t.meta["seed"])  # fmt: skip
+    names = {f: t.decode(kind, f) for kind, f in (("memory", "space"), ("memory", "tensor"),
+             ("memory", "phase"), ("compute", "op"), ("compute", "unit"), ("compute", "fmt_a"),
+             ("compute", "fmt_b"))}  # fmt: skip
+    rows = [(int(s), "memory", i) for i, s in enumerate(t.memory["seq"])]
+    rows += [(int(s), "compute", i) for i, s in enumerate(t.compute["seq"])]
+    for _, kind, i in sorted(rows):
+        r = getattr(t, kind)[i]
+        if kind == "memory":
+            b.memory(space=names["space"][i], tensor=names["tensor"][i], phase=names["phase"][i],
+                     rw=int(r["rw"]), addr=int(r["addr"]), nbytes=int(r["nbytes"]),
+                     stride=int(r["stride"]), count=int(r["count"]), dep=int(r["dep"]),
+                     kernel=int(r["kernel"]), cta=int(r["cta"]),
+                     stream=int(r["stream"]))  # fmt: skip
+        else:
+            b.compute(op=names["op"][i], unit=names["unit"][i], fmt_a=names["fmt_a"][i],
+                      fmt_b=names["fmt_b"][i], m=int(r["m"]), n=int(r["n"]), k=int(r["k"]),
+                      macs=int(r["macs"]), tile=int(r["tile"]), dep=int(r["dep"]),
+                      kernel=int(r["kernel"]), cta=int(r["cta"]),
+                      stream=int(r["stream"]))  # fmt: skip
+    return b.build()
+
+
+@pytest.mark.parametrize("nb", [None, 1, 2, 3])
+def test_bulk_traces_equal_one_record_at_a_time(nb):
+    kw = {} if nb is None else {"n_buffers": nb, "out": "hbq-e"}
+    for order in ("nkm", "mnk", "kmn"):
+        t = gemm_trace(70, 50, 300, "hbq-e", "mxfp4", tile_m=32, tile_n=16, tile_k=128,
+                       order=order, psum_mode="mxint8_running", **kw)  # fmt: skip
+        assert t.equals(_rebuilt_one_by_one(t)), order
+        assert (t.compute["cta"] == -1).all() and t.meta["tensors"] == {}
+        assert t.sparsity.size == 0 and t.events.size == 0
+    if nb is not None:
+        for causal, q_start in ((True, 0), (False, 5)):
+            a = attention_trace(kv_heads=2, group=2, head_dim=32, q_tokens=21, q_start=q_start,
+                                n_keys=40, causal=causal, fmt_act="hbq-e", fmt_kv="hbq-e",
+                                tiles=_tiles(n_buffers=nb, attn_rows=8, attn_keys=16))  # fmt: skip
+            assert a.equals(_rebuilt_one_by_one(a)), causal
+
+
+def test_traces_are_stamped_with_config_digest_and_seed():
+    digest = "ab" * 32
+    g = gemm_trace(8, 8, 8, "mxfp4", "mxfp4", tile_m=8, tile_n=8, tile_k=8, psum_mode="fp32",
+                   config_digest=digest, seed=11)  # fmt: skip
+    a = attention_trace(kv_heads=1, group=2, head_dim=16, q_tokens=4, q_start=0, n_keys=4,
+                        causal=True, fmt_act="hbq-e", fmt_kv="hbq-e", tiles=_tiles(),
+                        config_digest=digest, seed=12)  # fmt: skip
+    assert (g.meta["config_digest"], g.meta["seed"]) == (digest, 11)
+    assert (a.meta["config_digest"], a.meta["seed"]) == (digest, 12)
+    plain = gemm_trace(8, 8, 8, "mxfp4", "mxfp4", tile_m=8, tile_n=8, tile_k=8, psum_mode="fp32")
+    assert plain.meta["config_digest"] is None and plain.meta["seed"] is None
+
+
 # ------------------------------------------------------------------ whole workloads
 
 SHAPE = TransformerShape(hidden=256, intermediate=512, layers=3, heads=4, kv_heads=2,
