@@ -210,6 +210,16 @@ def test_rope_rules(tmp_path):
         f"{f}: model.rope_scaling.low_freq_factor: only rope type 'llama3' has low_freq_factor "
         "(this one is 'linear')"
     ]
+    swapped = (
+        "  rope_scaling: {type: llama3, factor: 8.0, low_freq_factor: 4.0, high_freq_factor: 1.0,\n"
+        "                 original_max_position_embeddings: 8192}\n"
+    )
+    assert _errors(_write(tmp_path, extra=swapped)) == [
+        f"{f}: model.rope_scaling.high_freq_factor: high_freq_factor=1.0 must be above "
+        "low_freq_factor=4.0",
+        f"{f}: model.rope_scaling.original_max_position_embeddings: the pre-training context "
+        "8192 exceeds max_position_embeddings=4096",
+    ]
     lines = _errors(_write(tmp_path, extra="  rope_theta: 0\n"))
     assert lines == [f"{f}: model.rope_theta: 0 is out of range: must be > 0"]
 
