@@ -1,8 +1,9 @@
 """Traces of a decoder-only transformer on the HBQ accelerator (the reference produces the GEMM
 traces; the simulator consumes only traces; docs/hbq_sim.md).
 
-:func:`transformer_segments` turns a model shape, a phase (prefill of ``tokens`` tokens, or decode
-steps after ``tokens`` tokens of context) and the tiles an architecture's buffers allow into
+:func:`transformer_segments` turns a model shape (:class:`coaccel.workload.ModelShape`, the
+spine's one description of a model), a phase (prefill of ``tokens`` tokens, or decode steps after
+``tokens`` tokens of context) and the tiles an architecture's buffers allow into
 :class:`TraceSegment` s: one trace per GEMM of one transformer layer (q, k, v, the fused attention,
 o, the fused gate/up with its SwiGLU epilogue, down), each marked to repeat ``layers`` times, plus
 the LM head. Every trace is the *double-buffered program* of :func:`~._trace.gemm_trace` (operand
@@ -28,6 +29,7 @@ from typing import Any, Literal
 import numpy as np
 
 from coaccel.trace import Trace, TraceBuilder
+from coaccel.workload import ModelShape
 
 from ..formats import FormatSpec, resolve
 from ._trace import (
@@ -46,7 +48,6 @@ from ._trace import (
 __all__ = [
     "LAYER_GEMMS",
     "TraceSegment",
-    "TransformerShape",
     "WorkloadTiles",
     "attention_trace",
     "iter_transformer_segments",
@@ -65,52 +66,6 @@ LAYER_GEMMS: tuple[str, ...] = (
     "down_proj",
 )
 """Segment names of one transformer layer, in execution order (then ``lm_head`` once)."""
-
-
-@dataclass(frozen=True)
-class TransformerShape:
-    """Shape of a decoder-only transformer (Llama / Qwen2 family).
-
-    Attributes:
-        hidden: model width E.
-        intermediate: MLP width M (gate/up output, down input).
-        layers: transformer layers L.
-        heads: query heads.
-        kv_heads: key/value heads (GQA).
-        head_dim: elements per head.
-        vocab: vocabulary size V (LM head output channels).
-    """
-
-    hidden: int
-    intermediate: int
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
-
-    def __post_init__(self) -> None:
-        for name in ("hidden", "intermediate", "layers", "heads", "kv_heads", "head_dim", "vocab"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"TransformerShape.{name}={v!r} must be a positive integer")
-        if self.heads % self.kv_heads:
-            raise ValueError(f"heads={self.heads} must be a multiple of kv_heads={self.kv_heads}")
-
-    @property
-    def q_dim(self) -> int:
-        """Query width, heads x head_dim."""
-        return self.heads * self.head_dim
-
-    @property
-    def kv_dim(self) -> int:
-        """Key (or value) width, kv_heads x head_dim."""
-        return self.kv_heads * self.head_dim
-
-    @property
-    def group(self) -> int:
-        """Query heads per KV head."""
-        return self.heads // self.kv_heads
 
 
 @dataclass(frozen=True)
@@ -290,7 +245,7 @@ def attention_trace(
 
 
 def iter_transformer_segments(
-    shape: TransformerShape,
+    shape: ModelShape,
     *,
     phase: Literal["prefill", "decode"],
     tokens: int,
@@ -344,7 +299,7 @@ def iter_transformer_segments(
 
 
 def _segments(
-    shape: TransformerShape,
+    shape: ModelShape,
     phase: str,
     tokens: int,
     decode_steps: int,
@@ -433,7 +388,7 @@ def _segments(
             yield TraceSegment("lm_head", "lm_head", 1, step, t)
 
 
-def transformer_segments(shape: TransformerShape, **kwargs: Any) -> tuple[TraceSegment, ...]:
+def transformer_segments(shape: ModelShape, **kwargs: Any) -> tuple[TraceSegment, ...]:
     """All segments of :func:`iter_transformer_segments` (same arguments), as a tuple.
 
     Args:

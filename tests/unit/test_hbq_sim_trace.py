@@ -18,7 +18,6 @@ import pytest
 from coaccel.models.formats import resolve
 from coaccel.models.hbq import (
     OperandStorage,
-    TransformerShape,
     WorkloadTiles,
     act_slab_bits,
     attention_trace,
@@ -29,6 +28,7 @@ from coaccel.models.hbq import (
     transformer_segments,
 )
 from coaccel.trace import Trace, TraceBuilder
+from coaccel.workload import ModelShape
 
 # ------------------------------------------------------------------ the original gemm_trace
 
@@ -449,8 +449,8 @@ def test_traces_are_stamped_with_config_digest_and_seed():
 
 # ------------------------------------------------------------------ whole workloads
 
-SHAPE = TransformerShape(hidden=256, intermediate=512, layers=3, heads=4, kv_heads=2,
-                         head_dim=64, vocab=1000)  # fmt: skip
+SHAPE = ModelShape(hidden=256, intermediate=512, layers=3, heads=4, kv_heads=2, head_dim=64,
+                   vocab=1000, max_position_embeddings=4096)  # fmt: skip
 TILES = WorkloadTiles(tile_m=64, tile_n=64, tile_k=128, n_buffers=2, attn_rows=32, attn_keys=32,
                       psum_mode="mxint8_running", sa_n=16)  # fmt: skip
 
@@ -495,7 +495,9 @@ def test_segment_argument_errors():
         iter_transformer_segments(SHAPE, phase="train", tokens=8, fmt_weight="hbq-e",
                                   fmt_act="hbq-e", fmt_kv="hbq-e", tiles=TILES)  # fmt: skip
     with pytest.raises(ValueError, match="heads=6 must be a multiple of kv_heads=4"):
-        TransformerShape(64, 64, 1, 6, 4, 16, 10)
+        transformer_segments(ModelShape(64, 64, 1, 6, 4, 16, 10, 128), phase="prefill",
+                             tokens=8, fmt_weight="hbq-e", fmt_act="hbq-e", fmt_kv="hbq-e",
+                             tiles=TILES)  # fmt: skip
     with pytest.raises(ValueError, match="attn_rows=3 must be a positive multiple of group=2"):
         attention_trace(kv_heads=1, group=2, head_dim=16, q_tokens=4, q_start=0, n_keys=4,
                         causal=True, fmt_act="hbq-e", fmt_kv="hbq-e",
