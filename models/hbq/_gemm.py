@@ -122,32 +122,14 @@ def hbq_gemm_codes(
     Returns:
         The :class:`GemmResult` with ``y`` of shape ``(M, N)``.
     """
-    if psum_mode not in PSUM_MODES:
-        raise ValueError(f"psum_mode={psum_mode!r}; valid choices: {', '.join(PSUM_MODES)}")
-    if out not in ("fp16", "fp32"):
-        raise ValueError(f"out={out!r}; valid choices: 'fp16', 'fp32'")
-    # Block results in binary32 for the modes that add them in FP32 first; the accumulator is
-    # binary32 only in "fp32" mode (the MXINT8 modes and "fp16" accumulate in binary16).
+    acc32 = _check_modes(psum_mode, mode, out)
     wide = psum_mode in ("fp32", "mxint8_group")
-    acc32 = psum_mode == "fp32"
-    if wide and mode != "exact":
-        raise ValueError(
-            f"mode={mode!r} needs a binary16 psum mode ('fp16', 'mxint8_running'); "
-            f"psum_mode={psum_mode!r} takes exact binary32 block results"
-        )
     ac, wc = np.asarray(a_codes), np.asarray(w_codes)
-    if ac.ndim != 3 or wc.ndim != 3 or ac.shape[1:] != wc.shape[1:]:
-        raise ValueError(
-            f"code arrays must be (M, n_blocks, B) and (N, n_blocks, B) with the same "
-            f"n_blocks and B, got {ac.shape} and {wc.shape}"
-        )
-    m_rows, n_blocks, block = ac.shape
-    if ub < 1 or block % ub:
-        raise ValueError(f"micro-block length {ub} does not divide the block length {block}")
-    n_ub = block // ub
+    a_s, w_s = np.asarray(a_scale), np.asarray(w_scale)
+    n_blocks, block = _check_operands(ac, wc, a_s, w_s, ub)
     fa, frac_a = _l2_factor(a_l2, act_l2, act_l2_bits, None, "activation")
     fw, frac_w = _l2_factor(w_l2, weight_l2, weight_l2_bits, w_scheme, "weight")
-    f = product_frac_bits(w_elem_bits, a_elem_bits) + frac_a + frac_w
+    frac_bits = product_frac_bits(w_elem_bits, a_elem_bits) + frac_a + frac_w
     bound = p_total_bound(
         block,
         act_l2=act_l2,
@@ -159,27 +141,124 @@ def hbq_gemm_codes(
     )
     if bound >= 1 << 31:
         raise ValueError(f"block length {block} can overflow the 32-bit P_total (bound {bound})")
-    a_s = np.asarray(a_scale)
-    w_s = np.asarray(w_scale)
+    # (n_blocks, M, B) and (n_blocks, B, N) matrices of element integers x L2 multipliers.
+    a_mat = _weighted_ints(ac, a_elem_bits, fa, ub).transpose(1, 0, 2).astype(np.float64)
+    w_mat = _weighted_ints(wc, w_elem_bits, fw, ub).transpose(1, 2, 0).astype(np.float64)
+    acc, p_keep = _accumulate_rows(
+        a_mat,
+        w_mat,
+        a_s,
+        w_s,
+        frac_bits=frac_bits,
+        wide=wide,
+        acc32=acc32,
+        mode=mode,
+        keep_p_total=keep_p_total,
+        psum_kwargs={
+            "psum_mode": psum_mode,
+            "sa_n": sa_n,
+            "group_blocks": group_blocks,
+            "quant_block": quant_block,
+            "rounding": psum_rounding,
+        },
+    )
+    y, bits = _output(acc, acc32=acc32, out=out)
+    return GemmResult(
+        y=y,
+        bits=bits,
+        out=out,
+        psum_mode=psum_mode,
+        mode=mode,
+        F=frac_bits,
+        p_total=None if p_keep is None else p_keep.transpose(1, 2, 0),
+    )
+
+
+def _check_modes(psum_mode: str, mode: str, out: str) -> bool:
+    """Validate the mode arguments; True when the accumulator is binary32 (``"fp32"`` mode).
+
+    Block results are binary32 for the modes that add them in FP32 first (``"fp32"``,
+    ``"mxint8_group"``); the MXINT8 modes and ``"fp16"`` accumulate in binary16.
+    """
+    if psum_mode not in PSUM_MODES:
+        raise ValueError(f"psum_mode={psum_mode!r}; valid choices: {', '.join(PSUM_MODES)}")
+    if out not in ("fp16", "fp32"):
+        raise ValueError(f"out={out!r}; valid choices: 'fp16', 'fp32'")
+    if psum_mode in ("fp32", "mxint8_group") and mode != "exact":
+        raise ValueError(
+            f"mode={mode!r} needs a binary16 psum mode ('fp16', 'mxint8_running'); "
+            f"psum_mode={psum_mode!r} takes exact binary32 block results"
+        )
+    return psum_mode == "fp32"
+
+
+def _check_operands(
+    ac: npt.NDArray[Any],
+    wc: npt.NDArray[Any],
+    a_s: npt.NDArray[Any],
+    w_s: npt.NDArray[Any],
+    ub: int,
+) -> tuple[int, int]:
+    """Validate code and scale shapes and the scale codes; returns ``(n_blocks, B)``."""
+    if ac.ndim != 3 or wc.ndim != 3 or ac.shape[1:] != wc.shape[1:]:
+        raise ValueError(
+            f"code arrays must be (M, n_blocks, B) and (N, n_blocks, B) with the same "
+            f"n_blocks and B, got {ac.shape} and {wc.shape}"
+        )
+    m_rows, n_blocks, block = ac.shape
+    if ub < 1 or block % ub:
+        raise ValueError(f"micro-block length {ub} does not divide the block length {block}")
     if a_s.shape != (m_rows, n_blocks) or w_s.shape != (wc.shape[0], n_blocks):
         raise ValueError(
             f"scale arrays must be (M, n_blocks) and (N, n_blocks), got {a_s.shape} and {w_s.shape}"
         )
     scale_fields(a_s)  # validates the codes once, with a clear message
     scale_fields(w_s)
-    # Element integers times their micro-block's L2 multiplier, (rows, n_blocks, B).
-    a_int = _signed_ints(ac, a_elem_bits).reshape(m_rows, n_blocks, n_ub, ub)
-    a_int = (a_int * np.broadcast_to(fa, (m_rows, n_blocks, n_ub))[..., None]).reshape(ac.shape)
-    n_cols = wc.shape[0]
-    w_int = _signed_ints(wc, w_elem_bits).reshape(n_cols, n_blocks, n_ub, ub)
-    w_int = (w_int * np.broadcast_to(fw, (n_cols, n_blocks, n_ub))[..., None]).reshape(wc.shape)
-    w_mat = w_int.transpose(1, 2, 0).astype(np.float64)  # (n_blocks, B, N)
-    a_mat = a_int.transpose(1, 0, 2).astype(np.float64)  # (n_blocks, M, B)
+    return n_blocks, block
+
+
+def _weighted_ints(
+    codes: npt.NDArray[Any], elem_bits: int, l2_factor: Any, ub: int
+) -> npt.NDArray[np.int64]:
+    """Element integers times their micro-block's L2 multiplier, shape ``(rows, n_blocks, B)``.
+
+    Integer addition is associative, so folding the L2 multipliers into the elements gives the
+    PE datapath's per-block sum.
+    """
+    rows, n_blocks, block = codes.shape
+    n_ub = block // ub
+    ints = _signed_ints(codes, elem_bits).reshape(rows, n_blocks, n_ub, ub)
+    factor = np.broadcast_to(l2_factor, (rows, n_blocks, n_ub))[..., None]
+    return (ints * factor).reshape(codes.shape)
+
+
+def _accumulate_rows(
+    a_mat: npt.NDArray[np.float64],
+    w_mat: npt.NDArray[np.float64],
+    a_s: npt.NDArray[Any],
+    w_s: npt.NDArray[Any],
+    *,
+    frac_bits: int,
+    wide: bool,
+    acc32: bool,
+    mode: str,
+    keep_p_total: bool,
+    psum_kwargs: dict[str, Any],
+) -> tuple[npt.NDArray[np.unsignedinteger], npt.NDArray[np.int32] | None]:
+    """Per-block integer sums, L1 conversion and partial-sum accumulation, in row chunks.
+
+    Token rows are independent in every psum mode; chunks of rows keep the temporaries of the
+    integer conversion small (cache-resident) instead of touching fresh pages per operation.
+
+    Returns:
+        The accumulator bit patterns ``(M, N)`` (uint32 for binary32, uint16 for binary16) and,
+        with ``keep_p_total``, the int32 ``P_total`` of shape ``(n_blocks, M, N)``.
+    """
+    n_blocks, m_rows, _ = a_mat.shape
+    n_cols = w_mat.shape[2]
     w_sc = w_s.T[:, None, :]
     acc = np.empty((m_rows, n_cols), dtype=np.uint32 if acc32 else np.uint16)
     p_keep = np.empty((n_blocks, m_rows, n_cols), dtype=np.int32) if keep_p_total else None
-    # Token rows are independent in every psum mode; chunks of rows keep the temporaries of the
-    # integer conversion small (cache-resident) instead of touching fresh pages per operation.
     step = max(1, _CHUNK_ELEMS // max(1, n_cols * n_blocks))
     for r0 in range(0, m_rows, step):
         r1 = min(r0 + step, m_rows)
@@ -189,16 +268,21 @@ def hbq_gemm_codes(
         if p_keep is not None:
             p_keep[:, r0:r1] = p_total
         block_bits, _ = l1_convert(
-            p_total, f, w_sc, a_s[r0:r1].T[:, :, None], out="fp32" if wide else "fp16", mode=mode
+            p_total,
+            frac_bits,
+            w_sc,
+            a_s[r0:r1].T[:, :, None],
+            out="fp32" if wide else "fp16",
+            mode=mode,
         )
-        acc[r0:r1] = accumulate_psums(
-            block_bits,
-            psum_mode=psum_mode,
-            sa_n=sa_n,
-            group_blocks=group_blocks,
-            quant_block=quant_block,
-            rounding=psum_rounding,
-        )
+        acc[r0:r1] = accumulate_psums(block_bits, **psum_kwargs)
+    return acc, p_keep
+
+
+def _output(
+    acc: npt.NDArray[np.unsignedinteger], *, acc32: bool, out: str
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.unsignedinteger]]:
+    """The outputs as float32 values and as bit patterns of the ``out`` format."""
     if acc32:
         y = acc.view(np.float32)
         bits = acc if out == "fp32" else fp16_round(y)
@@ -207,15 +291,7 @@ def hbq_gemm_codes(
     else:
         y = acc.view(np.float16).astype(np.float32)
         bits = y.view(np.uint32) if out == "fp32" else acc
-    return GemmResult(
-        y=y,
-        bits=bits,
-        out=out,
-        psum_mode=psum_mode,
-        mode=mode,
-        F=f,
-        p_total=None if p_keep is None else p_keep.transpose(1, 2, 0),
-    )
+    return y, bits
 
 
 def _hbq_side(q: QuantizedTensor, what: str) -> dict[str, Any]:
