@@ -696,7 +696,11 @@ def _exact_numba(
 
 
 REPO_ADD = float(np.float32(0.5004))
-"""The repository's element rounding constant, as the float32 its compiled kernel adds."""
+"""The repository's element rounding constant, as the float32 its compiled kernel adds.
+
+The compiled element quantiser (``torch.compile`` of ``make_fp_quant``, the path the authors'
+PTQ runs) computes ``|mant| + 0.5004`` in float32 and floors that float32 sum; the FP16 cast
+written between the two in the source is dropped by the fused kernel."""
 
 
 def _to_fp16_checked(x2: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -739,8 +743,10 @@ def _repo_elem_mag(v: npt.NDArray[np.float64], mbits: int) -> npt.NDArray[np.int
         e = np.frexp(a)[1].astype(np.float64) - 1.0  # floor(log2 a) for a > 0
     e = np.clip(e, 0.0, 2.0)
     mant = np.where(sub, a * shift, (a / np.exp2(e) - 1.0) * shift)
-    # Compiled path: float32 |mant| + 0.5004f, cast to FP16, then floor (exact in float64).
-    m = np.floor((mant + REPO_ADD).astype(np.float16).astype(np.float64))
+    # Compiled path: float32 |mant| + 0.5004f, floored as a float32 (no FP16 rounding of the
+    # sum). ``mant + REPO_ADD`` is exact in float64 (both have few bits), so one cast to float32
+    # is the correctly rounded float32 addition.
+    m = np.floor((mant + REPO_ADD).astype(np.float32)).astype(np.float64)
     over = (m > mant_max) & (e != 2.0)
     m = np.minimum(m, mant_max)
     mag_norm = np.where(over, (e + 2.0) * shift, (e + 1.0) * shift + m)
