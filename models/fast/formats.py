@@ -34,6 +34,8 @@ from numba import njit
 MODE_CODES = {"rne": 0, "half_away": 1, "half_up": 2, "ceil": 3, "floor": 4}
 """Integer codes of the rounding modes, as the kernels take them."""
 
+_FLOAT64_MAX = float(np.finfo(np.float64).max)
+
 STATUS_NAN = 1
 """Kernel status bit: a NaN input for a format without a NaN code."""
 STATUS_OVERFLOW = 2
@@ -261,14 +263,10 @@ def shared_exp_kernel(x, block, emax, x_lo, x_hi, clip_hi, elem_shift, vtop, n, 
             cseg = codes[r, j0:j1]
             amax = 0.0
             finite = True
-            for j in range(xseg.size):
-                v = np.float64(xseg[j])
-                if not math.isfinite(v):
-                    finite = False
-                    break
-                av = abs(v)
-                if av > amax:
-                    amax = av
+            for j in range(xseg.size):  # branch-free, so that LLVM vectorizes it
+                av = abs(np.float64(xseg[j]))
+                finite &= av <= _FLOAT64_MAX  # False for Inf and NaN
+                amax = av if av > amax else amax
             if not finite:
                 status[b] = 1
                 continue
@@ -309,13 +307,10 @@ def block_amax_kernel(x, block):
         for bi in range(nb):
             m = 0.0
             xseg = x[r, bi * block : min(bi * block + block, L)]
-            for j in range(xseg.size):
-                v = np.float64(xseg[j])
-                if not math.isfinite(v):
-                    finite = False
-                av = abs(v)
-                if av > m:
-                    m = av
+            for j in range(xseg.size):  # branch-free, so that LLVM vectorizes it
+                av = abs(np.float64(xseg[j]))
+                finite &= av <= _FLOAT64_MAX  # False for Inf and NaN
+                m = av if av > m else m
             amax[r * nb + bi] = m
     return amax, finite
 
