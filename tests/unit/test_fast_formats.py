@@ -347,3 +347,31 @@ def test_importing_the_reference_does_not_import_the_fast_path():
         "import coaccel.models.fast.formats, coaccel.models.fast.hbq"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("name", [*ELEMENT_FORMATS, "int8_full"])
+def test_exact_quotient_index_equals_the_fix_up_rounding(name):
+    """The shared-exponent kernels round exact quotients by integer arithmetic on their bits;
+    it must equal the exact fix-up rounding on every grid value, midpoint and neighbour, on
+    float64 subnormals, past the maximum and on random values, for every mode and sign."""
+    from coaccel.models.formats import IntFormat
+    from coaccel.models.formats._elem import _kernel_params
+
+    fmt = IntFormat("int8_full", 8, symmetric=False) if name == "int8_full" else (
+        ELEMENT_FORMATS[name])  # fmt: skip
+    vtop, n, is_int, _, _, _, emin, mbits = _kernel_params(fmt)
+    vals = np.unique(np.abs(fmt.values()[np.isfinite(fmt.values())]))
+    mids = (vals[:-1] + vals[1:]) / 2
+    pts = np.concatenate([vals, mids, [vtop, vtop * 3, 1e300]])
+    rng = np.random.default_rng(11)
+    q = np.concatenate([
+        pts, np.nextafter(pts, 0), np.nextafter(pts, np.inf), [0.0, 5e-324, 1e-310, 2.0**-1022],
+        rng.uniform(0, vtop * 1.2, 2000), 2.0 ** rng.uniform(-40, 2, 500),
+    ])  # fmt: skip
+    for mode in range(3):
+        for neg in (False, True):
+            got = [fast._exact_quotient_index(v, vtop, mode, neg, is_int, emin, mbits) for v in q]
+            want = [
+                fast._nearest_index(v, 1.0, v, vtop, n, mode, neg, is_int, emin, mbits) for v in q
+            ]
+            assert got == want, (mode, neg)
