@@ -354,8 +354,8 @@ def block_amax_kernel(x, block):
 
 @njit(cache=True)
 def absmax_scale_kernel(x, block, amax_b, ratio_f32, den_f32, divisor, smids, svals, seven, smode,
-                        smin_code, zero_code, t_scale, vtop, n, mode, is_int, bits, kpos, kneg,
-                        emin, mbits):  # fmt: skip
+                        smin_code, zero_code, t_scale, s_bits, s_vtop, s_emin, s_mbits, vtop, n,
+                        mode, is_int, bits, kpos, kneg, emin, mbits):  # fmt: skip
     """Absmax-scaled block quantization (NVFP4, the HBQ repo's NVFP4, INT with a scale format).
 
     Rows ``x`` (R, L) are split into blocks of ``block`` as in :func:`shared_exp_kernel`. Per
@@ -364,6 +364,10 @@ def absmax_scale_kernel(x, block, amax_b, ratio_f32, den_f32, divisor, smids, sv
     (``ratio_f32``) or of the exact ``amax / divisor``; a code 0 becomes ``zero_code`` when
     that is >= 0 (NVFP4's scale 1.0); the elements are the rounding of
     ``x / (scale value * t_scale)``, or all 0 when that scale is 0.
+
+    ``s_bits`` (NVFP4's float32 ratio into UE4M3 with a nearest rounding): the ratio is an exact
+    value on a minifloat grid (``s_vtop``, ``s_emin``, ``s_mbits``, code = index), so it is
+    rounded by :func:`_exact_quotient_index` instead of the binary search.
 
     Returns:
         (uint8 element codes (R, nb * block), int64 scale codes (R * nb)).
@@ -382,7 +386,11 @@ def absmax_scale_kernel(x, block, amax_b, ratio_f32, den_f32, divisor, smids, sv
             else:
                 q = amax
                 d = divisor
-            code = _round_index(q, d, smids, svals, seven, smode, False) + smin_code
+            if s_bits:
+                k = _exact_quotient_index(q, s_vtop, smode, False, False, s_emin, s_mbits)
+                code = min(k, svals.size - 1) + smin_code
+            else:
+                code = _round_index(q, d, smids, svals, seven, smode, False) + smin_code
             if code == 0 and zero_code >= 0:
                 code = zero_code
             scodes[b] = code

@@ -78,6 +78,20 @@ def _dequant_rows(
     return out
 
 
+@functools.cache
+def _scale_code_table(
+    fmt: sc.ScaleFormat,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """:func:`~._scale.decode_scale` of every code pattern, and which patterns are valid."""
+    codes = np.arange(fmt.n_codes)
+    valid = ((codes >= fmt.min_code) & (codes <= fmt.max_code)) | (codes == fmt.nan_code)
+    values = np.full(fmt.n_codes, np.nan)
+    values[valid] = sc.decode_scale(codes[valid], fmt)
+    for a in (values, valid):
+        a.setflags(write=False)
+    return values, valid
+
+
 def _kernel_elem_args(fmt: el.ElementFormat, mode: str) -> tuple:
     vtop, n, is_int, bits, kpos, kneg, emin, mbits = el._kernel_params(fmt)
     return vtop, n, _fast().MODE_CODES[mode], is_int, bits, kpos, kneg, emin, mbits
@@ -439,10 +453,20 @@ class AbsmaxSpec:
         s_t = self._tensor_scale(float(amax_b.max()) if amax_b.size else 0.0)
         den = np.float32(6) * s_t
         grid = sc._scale_grid(self.scale_fmt)
+        sf = self.scale_fmt
+        # NVFP4's ratio is an exact float32 value; UE4M3 is a minifloat grid (code = index) with
+        # subnormals, so a nearest rounding of it can use the element kernels' bit arithmetic.
+        s_bits = (
+            self.kind == "nvfp4"
+            and sf.subnormals
+            and sf.min_code == 0
+            and self.scale_rounding in el.ELEMENT_ROUNDING_MODES
+        )
+        s_vtop = float(2 * grid.values[-1] - grid.values[-2])  # one step above the maximum
         codes, scodes = fast.absmax_scale_kernel(
             x2, block, amax_b, self.kind == "nvfp4", den, float(self.divisor),
             grid.mids, grid.values, grid.even, fast.MODE_CODES[self.scale_rounding],
-            self.scale_fmt.min_code, self.zero_code, float(s_t),
+            sf.min_code, self.zero_code, float(s_t), s_bits, s_vtop, 1 - sf.bias, sf.mbits,
             *_kernel_elem_args(self.elem, rounding),
         )  # fmt: skip
         return codes, scodes, s_t
@@ -503,7 +527,12 @@ class AbsmaxSpec:
         return np.where(zero[..., None], 0, codes).astype(np.uint8), scodes
 
     def _block_scales(self, q: QuantizedTensor) -> npt.NDArray[np.float64]:
-        s = sc.decode_scale(q.scales, self.scale_fmt)
+        values, valid = _scale_code_table(self.scale_fmt)
+        c = np.asarray(q.scales)
+        if c.dtype.kind == "u" and c.dtype.itemsize <= 2 and valid[c].all():
+            s = values[c]  # a table lookup: decode_scale of every code, computed once
+        else:
+            s = sc.decode_scale(c, self.scale_fmt)  # raises the reference's error
         if q.tensor_scale is not None:
             s = s * np.float64(q.tensor_scale)
         return s
