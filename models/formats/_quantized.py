@@ -294,11 +294,14 @@ def quantize(
         raise ValueError(f"backend={backend!r}; valid choices: {', '.join(BACKENDS)}")
     fused = getattr(spec, "quantize_rows", None)
     n = a.shape[ax]
-    if backend == "numba" and fused is not None and (pad or n % spec.block == 0):
-        # Fused path: the kernels read the caller's rows in place (float16 is widened to
-        # float32, exactly) and pad the last block implicitly. They decline (None) when the
-        # input holds NaN/Inf, which the general path below handles.
-        moved = np.moveaxis(a if a.dtype in ROWS_DTYPES else a.astype(np.float32), ax, -1)
+    # float16 is widened to float32 and a non-native byte order swapped, both exactly; wider
+    # floats take the general path.
+    native = {2: np.float32, 4: np.float32, 8: np.float64}.get(a.dtype.itemsize)
+    if backend == "numba" and fused is not None and native and (pad or n % spec.block == 0):
+        # Fused path: the kernels read the caller's rows in place and pad the last block
+        # implicitly. They decline (None) when the input holds NaN/Inf, which the general path
+        # below handles.
+        moved = np.moveaxis(a if a.dtype == np.dtype(native) else a.astype(native), ax, -1)
         fields = fused(np.ascontiguousarray(moved).reshape(-1, n), rounding)
         if fields is not None:
             lead = moved.shape[:-1]

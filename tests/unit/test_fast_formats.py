@@ -243,6 +243,9 @@ def test_fused_row_kernels_equal_the_reference(fmt, opt):
     _assert_fused_equal(x32.reshape(2, 6, -1), fmt, opt, "rne")  # 3-D
     _assert_fused_equal(x32.T.copy(), fmt, opt, "rne", axis=0)  # blocks along axis 0
     _assert_fused_equal(x32[:, ::2], fmt, opt, "rne")  # non-contiguous rows
+    _assert_fused_equal(x32.astype(">f4"), fmt, opt, "rne")  # non-native byte order
+    if np.dtype(np.longdouble).itemsize > 8:  # wider than float64: the general path
+        _assert_fused_equal(x.astype(np.longdouble), fmt, opt, "rne")
 
 
 @pytest.mark.parametrize("fmt", ["mxfp4", "mxfp8_e4m3", "mxfp8_e5m2", "nvfp4", "int"])
