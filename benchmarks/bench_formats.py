@@ -9,9 +9,14 @@ Usage::
 For each format (HBQ formats once per role, ``role="weight"`` and ``role="activation"``) it times
 ``quantize(x, fmt)`` and ``.dequantize()`` of a float32 standard-normal tensor of shape
 ``(elements / 4096, 4096)``, blocked along the last axis, after a warm-up call that excludes JIT
-compilation, and reports the best of ``--repeat`` runs in elements per second (wall clock). numba
-runs on one thread (``NUMBA_NUM_THREADS=1`` is set before numba is imported). It then reports how
-the time scales with size (1M, 4M, 16M elements) for ``--scaling-formats``.
+compilation, and reports the best and the median of ``--repeat`` runs in elements per second,
+wall clock and per CPU second (on a shared machine the wall clock also counts time spent waiting
+for a core; pin the process, e.g. ``taskset -c 1``, to steady it), beside each format's target.
+numba runs on one thread (``NUMBA_NUM_THREADS=1`` is set before numba is imported). When
+``torch`` and ``torchao`` are importable, the same run also times torchao's MX and NVFP4
+quantize + dequantize on one thread (``torch.set_num_threads(1)``); otherwise it says so and goes
+on. It then reports how the time scales with size (1M, 4M, 16M elements) for
+``--scaling-formats``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ os.environ["NUMBA_NUM_THREADS"] = "1"  # before numba is imported (through coacc
 import argparse  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
+import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
@@ -30,9 +36,18 @@ import numpy as np  # noqa: E402
 
 from coaccel.models.formats import format_names, quantize  # noqa: E402
 
-TARGETS_ELEMS_PER_S = {"mxfp4": 50e6, "nvfp4": 50e6, ("hbq-a", "weight"): 10e6}
-"""Speed targets (quantize + dequantize, one thread): issue 2 of the tracker. HBQ-A weights run
-the full MSE L2 search over both SIG tables."""
+TARGETS_ELEMS_PER_S = {
+    "mxfp4": 200e6,
+    "mxfp6_e2m3": 200e6,
+    "mxfp6_e3m2": 200e6,
+    "mxfp8_e4m3": 200e6,
+    "mxfp8_e5m2": 200e6,
+    "mxint8": 200e6,
+    "nvfp4": 200e6,
+    ("hbq-a", "weight"): 30e6,
+}
+"""Speed targets, quantize + dequantize of 16M float32 elements on one thread (wall clock, best
+run). HBQ-A weights run the full MSE L2 search over both SIG tables."""
 
 
 def _count(text: str) -> int:
@@ -57,27 +72,97 @@ def _tensor(n: int, rng: np.random.Generator) -> np.ndarray:
     return rng.standard_normal((n // cols, cols), dtype=np.float32)
 
 
-def time_case(x: np.ndarray, name: str, opt: dict, backend: str, repeat: int) -> dict[str, float]:
-    """Best-of-``repeat`` seconds for quantize, dequantize and both, on ``x``.
+def _time_runs(quant, dequant, repeat: int) -> dict[str, float]:
+    """Best and median seconds of ``repeat`` runs of ``dequant(quant())``.
 
-    ``total_s`` is wall-clock time; ``cpu_s`` is the process CPU time of the same run (on a
-    shared machine the wall clock also counts time spent waiting for a core).
+    ``total_s`` / ``median_total_s`` are wall-clock times; ``cpu_s`` / ``median_cpu_s`` the
+    process CPU time of the same runs.
     """
-    quantize(x[:1, :1024] if x.shape[1] >= 1024 else x[:1], name, backend=backend, **opt)
-    best = {"quantize_s": np.inf, "dequantize_s": np.inf, "total_s": np.inf, "cpu_s": np.inf}
+    runs = []
     for _ in range(repeat):
         c0 = time.process_time()
         t0 = time.perf_counter()
-        q = quantize(x, name, backend=backend, **opt)
+        q = quant()
         t1 = time.perf_counter()
-        q.dequantize()
+        dequant(q)
         t2 = time.perf_counter()
         c2 = time.process_time()
-        best["quantize_s"] = min(best["quantize_s"], t1 - t0)
-        best["dequantize_s"] = min(best["dequantize_s"], t2 - t1)
-        best["total_s"] = min(best["total_s"], t2 - t0)
-        best["cpu_s"] = min(best["cpu_s"], c2 - c0)
-    return best
+        runs.append((t1 - t0, t2 - t1, t2 - t0, c2 - c0))
+    cols = list(zip(*runs, strict=True))
+    return {
+        "quantize_s": min(cols[0]),
+        "dequantize_s": min(cols[1]),
+        "total_s": min(cols[2]),
+        "cpu_s": min(cols[3]),
+        "median_total_s": statistics.median(cols[2]),
+        "median_cpu_s": statistics.median(cols[3]),
+    }
+
+
+def time_case(x: np.ndarray, name: str, opt: dict, backend: str, repeat: int) -> dict[str, float]:
+    """Best and median seconds for quantize, dequantize and both, on ``x`` (see
+    :func:`_time_runs`), after a warm-up call that compiles the kernels."""
+    quantize(x[:1, :1024] if x.shape[1] >= 1024 else x[:1], name, backend=backend, **opt)
+    return _time_runs(
+        lambda: quantize(x, name, backend=backend, **opt), lambda q: q.dequantize(), repeat
+    )
+
+
+def torchao_cases(x: np.ndarray, repeat: int) -> tuple[list[dict], str]:
+    """Time torchao's MX and NVFP4 quantize + dequantize on ``x`` (one thread).
+
+    Returns:
+        (rows, note): one row per torchao format that ran, and a note saying what was not
+        available (``"torchao not installed"`` when torch or torchao cannot be imported).
+    """
+    try:
+        import torch
+        import torchao  # noqa: F401
+    except ImportError:
+        return [], "torchao not installed"
+    torch.set_num_threads(1)
+    xt = torch.from_numpy(x)
+    cases = []
+    notes = []
+    try:
+        from torchao.prototype.mx_formats.mx_tensor import MXTensor
+
+        for label, dtype in (
+            ("torchao mxfp4", getattr(torch, "float4_e2m1fn_x2", None)),
+            ("torchao mxfp8_e4m3", torch.float8_e4m3fn),
+        ):
+            if dtype is not None:
+                cases.append(
+                    (
+                        label,
+                        lambda d=dtype: MXTensor.to_mx(xt, d, 32),
+                        lambda q: q.to_dtype(xt.dtype),
+                    )
+                )
+    except ImportError as e:
+        notes.append(f"torchao MX unavailable ({e})")
+    try:
+        from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor
+
+        cases.append(
+            ("torchao nvfp4", lambda: NVFP4Tensor.to_nvfp4(xt), lambda q: q.to_dtype(xt.dtype))
+        )
+    except ImportError as e:
+        notes.append(f"torchao NVFP4 unavailable ({e})")
+    rows = []
+    for label, quant, dequant in cases:
+        try:
+            dequant(quant())  # warm-up
+            t = _time_runs(quant, dequant, repeat)
+        except Exception as e:  # an API this torchao version lacks: report it, go on
+            notes.append(f"{label} failed ({type(e).__name__}: {e})")
+            continue
+        rows.append({"format": label, "elements": int(x.size), "backend": "torchao", **t,
+                     "elements_per_s": x.size / t["total_s"],
+                     "median_elements_per_s": x.size / t["median_total_s"],
+                     "elements_per_cpu_s": x.size / t["cpu_s"],
+                     "target_elements_per_s": None})  # fmt: skip
+    return rows, "; ".join(notes)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,11 +189,14 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({
             "format": name, **opt, "elements": int(x.size), "backend": args.backend,
             **t, "elements_per_s": x.size / t["total_s"],
+            "median_elements_per_s": x.size / t["median_total_s"],
             "elements_per_cpu_s": x.size / t["cpu_s"],
             "target_elements_per_s": TARGETS_ELEMS_PER_S.get(
                 (name, opt["role"]) if "role" in opt else name
             ),
         })  # fmt: skip
+    ref_rows, ref_note = torchao_cases(x, args.repeat)
+    rows += ref_rows
     scaling = []
     for name in [f for f in args.scaling_formats.split(",") if f]:
         for size in (1 << 20, 4 << 20, 16 << 20):
@@ -124,23 +212,27 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_count": os.cpu_count(),
         "numba_num_threads": os.environ["NUMBA_NUM_THREADS"],
         "results": rows,
+        "torchao_note": ref_note,
         "scaling": scaling,
     }
     if args.json:
         json.dump(doc, sys.stdout, indent=1)
         print()
         return 0
-    print(f"quantize + dequantize, {x.size} float32 elements, backend={args.backend}, 1 thread")
-    print(f"{'format':<26}{'quant ms':>10}{'dequant ms':>12}{'M elem/s':>10}{'M/cpu-s':>10}"
-          "  target")  # fmt: skip
+    print(f"quantize + dequantize, {x.size} float32 elements, backend={args.backend}, 1 thread, "
+          f"best and median of {args.repeat} runs")  # fmt: skip
+    print(f"{'format':<26}{'quant ms':>10}{'dequant ms':>12}{'best M/s':>10}{'median M/s':>12}"
+          f"{'M/cpu-s':>10}  target")  # fmt: skip
     for r in rows:
         label = r["format"] + (f" ({r['role']})" if "role" in r else "")
         tgt = r["target_elements_per_s"]
-        mark = "" if tgt is None else ("ok" if r["elements_per_s"] >= tgt else "BELOW") + (
-            f" {tgt / 1e6:.0f}M")  # fmt: skip
+        mark = "" if tgt is None else f"{tgt / 1e6:.0f}M " + (
+            "ok" if r["elements_per_s"] >= tgt else "BELOW")  # fmt: skip
         print(f"{label:<26}{r['quantize_s'] * 1e3:>10.1f}{r['dequantize_s'] * 1e3:>12.1f}"
-              f"{r['elements_per_s'] / 1e6:>10.1f}{r['elements_per_cpu_s'] / 1e6:>10.1f}"
-              f"  {mark}")  # fmt: skip
+              f"{r['elements_per_s'] / 1e6:>10.1f}{r['median_elements_per_s'] / 1e6:>12.1f}"
+              f"{r['elements_per_cpu_s'] / 1e6:>10.1f}  {mark}")  # fmt: skip
+    if ref_note:
+        print(ref_note)
     if scaling:
         print("\nscaling with size")
         print(f"{'format':<12}{'elements':>10}{'M elem/s':>10}{'M/cpu-s':>10}")

@@ -11,8 +11,16 @@ Every kernel returns exactly what its numpy reference in :mod:`coaccel.models.fo
   the same exact comparison of ``|x|`` with ``midpoint * scale``. The float32 steps of NVFP4 are
   the same float32 operations.
 
-The public :func:`encode` has the signature, results and errors of
-:func:`coaccel.models.formats.encode`.
+The block kernels read rows ``(R, n)`` of the caller's float16/32/64 data in place, one block
+of ``block`` elements at a time (a ragged tail counts as zero padding), and write codes and
+scale codes straight into their outputs; :func:`dequant_kernel` writes the caller's output
+dtype directly. No full-size temporary is made, which keeps large tensors from being bound by
+memory traffic.
+
+This module holds kernels only: the reference (:mod:`coaccel.models.formats`) validates the
+arguments, derives the kernels' format parameters and imports this module lazily, at its
+``backend="numba"`` dispatch points. :func:`encode` is the element encoder's numba backend,
+``coaccel.models.formats.encode(..., backend="numba")``.
 """
 
 from __future__ import annotations
@@ -23,10 +31,10 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
-from ..formats import _elem as el
-
 MODE_CODES = {"rne": 0, "half_away": 1, "half_up": 2, "ceil": 3, "floor": 4}
 """Integer codes of the rounding modes, as the kernels take them."""
+
+_FLOAT64_MAX = float(np.finfo(np.float64).max)
 
 STATUS_NAN = 1
 """Kernel status bit: a NaN input for a format without a NaN code."""
@@ -141,6 +149,43 @@ def _nearest_index(a, s, q, vtop, n, mode, neg, is_int, emin, mbits):
 
 
 @njit(cache=True, inline="always")
+def _exact_quotient_index(q, vtop, mode, neg, is_int, emin, mbits):
+    """Nearest-rounding magnitude index of ``q`` on an element grid, for an *exact* quotient.
+
+    Used where the scale is a power of two, so that ``q = |x| * 2**-X`` is exact (a quotient
+    that underflows float64 is far below the smallest element midpoint and gives 0 either way).
+    The rounding is integer arithmetic on q's float64 bit pattern: the significand (with its
+    implicit bit) is shifted right by the number of bits below the element grid's quantum at
+    q's exponent (``52 - mbits``, plus the distance below ``emin`` in the subnormal range;
+    ``52 - e`` for integers), after adding half a quantum (minus one plus the kept LSB for RNE,
+    minus one for a negative ``half_up``). A carry runs into the next binade by itself. Equal to
+    :func:`_nearest_index` on exact quotients (tested on every input class); about 30% faster.
+    """
+    q = min(q, vtop)
+    b = np.float64(q).view(np.int64)  # q >= 0: the sign bit is 0
+    ex = b >> 52
+    mant = (b & 0xFFFFFFFFFFFFF) | (np.int64(ex != 0) << 52)
+    e = ex - 1023
+    if is_int:
+        sh = 52 - e
+        hi = np.int64(0)
+    else:
+        sh = 52 - mbits + max(emin - e, 0)
+        hi = max(e - emin, 0) << mbits
+    # Beyond 62 dropped bits q is below half the smallest quantum: the result is 0 either way,
+    # and the cap keeps the shifts and the sum inside int64.
+    sh = min(sh, 62)
+    half = np.int64(1) << (sh - 1)
+    if mode == 0:
+        bias = half - 1 + ((mant >> sh) & 1)
+    elif mode == 1:
+        bias = half
+    else:
+        bias = half - np.int64(neg)
+    return hi + ((mant + bias) >> sh)
+
+
+@njit(cache=True, inline="always")
 def _signed_code(k, neg, is_int, bits):
     """Code of magnitude index k (already within range) with the sign ``neg`` (branch-free:
     signs of real data are random, and a mispredicted branch costs more than the arithmetic)."""
@@ -191,25 +236,9 @@ def encode_kernel(x, s, vtop, n, mode, is_int, bits, kpos, kneg, emin, mbits, sa
     return out, status
 
 
-def _elem_params(fmt: el.ElementFormat) -> tuple:
-    """The kernel's view of an element format."""
-    grid = el._elem_grid(fmt)
-    is_int = isinstance(fmt, el.IntFormat)
-    if is_int:
-        kpos = (1 << (fmt.bits - 1)) - 1
-        kneg = kpos + (0 if fmt.symmetric else 1)
-    else:
-        kpos = kneg = fmt.max_code
-    if is_int:
-        emin = mbits = 0
-    else:
-        emin, mbits = 1 - fmt.bias, fmt.mbits
-    return grid.values[-1], grid.values.size, is_int, fmt.bits, kpos, kneg, emin, mbits
-
-
 def encode(
     x: npt.ArrayLike,
-    fmt: el.ElementFormat | str,
+    fmt: object,
     *,
     rounding: str = "rne",
     scale: npt.ArrayLike = 1.0,
@@ -227,168 +256,183 @@ def encode(
     Returns:
         uint8 codes of the broadcast shape.
     """
-    if isinstance(fmt, str):
-        fmt = el.element_format(fmt)
-    el._check_rounding(rounding, el.ELEMENT_ROUNDING_MODES)
-    xa = el._as_float_input(x)
-    grid = el._elem_grid(fmt)
-    s = el._check_scale(scale, 53 - grid.cmp_bits, "scale")
-    shape = np.broadcast_shapes(xa.shape, s.shape)
-    xf = np.ascontiguousarray(np.broadcast_to(xa, shape)).ravel()
-    sf = np.ascontiguousarray(s).ravel() if s.size == 1 else (
-        np.ascontiguousarray(np.broadcast_to(s, shape)).ravel())  # fmt: skip
-    vtop, n, is_int, bits, kpos, kneg, emin, mbits = _elem_params(fmt)
-    ovf = -1
-    if isinstance(fmt, el.FPFormat) and fmt.nan != "none":
-        ovf = el.inf_code(fmt) if fmt.inf else el.nan_code(fmt)
-    nan_pos = el.nan_code(fmt)
-    nan_neg = el.nan_code(fmt, negative=True)
-    codes, status = encode_kernel(
-        xf, sf, vtop, n, MODE_CODES[rounding], is_int, bits, kpos, kneg, emin, mbits,
-        bool(saturate), ovf, -1 if nan_pos is None else nan_pos, -1 if nan_neg is None else nan_neg,
-    )  # fmt: skip
-    if status & STATUS_NAN:
-        raise el._nan_error(fmt)
-    if status & STATUS_OVERFLOW:
-        raise el._overflow_error(fmt)
-    return codes.reshape(shape)
+    from ..formats import encode as reference_encode
+
+    return reference_encode(
+        x, fmt, rounding=rounding, scale=scale, saturate=saturate, backend="numba"
+    )
 
 
 @njit(cache=True)
-def shared_exp_kernel(x, emax, x_lo, x_hi, clip_hi, elem_shift, vtop, n, mode, is_int, bits,
-                      kpos, kneg, emin, mbits):  # fmt: skip
+def shared_exp_kernel(x, block, emax, x_lo, x_hi, clip_hi, elem_shift, vtop, n, mode, is_int,
+                      bits, kpos, kneg, emin, mbits):  # fmt: skip
     """Shared-exponent block quantization (OCP MX, BFP, the HBQ repo's MX variants).
 
     Args:
-        x: float64 blocks, shape (n_blocks, block), C-contiguous.
+        x: float16/32/64 rows, shape (R, L), C-contiguous; each row is split into
+            ``nb = ceil(L / block)`` blocks, the last one zero-padded.
+        block: elements per block.
         emax: subtracted from floor(log2 amax) to give the stored exponent X.
         x_lo, x_hi: the range of X; below x_lo clamps, above x_hi clamps if ``clip_hi`` else the
             block gets status 2.
         elem_shift: elements are encoded at scale 2**(X + elem_shift).
-        vtop, n, mode, is_int, bits, kpos, kneg, emin, mbits: the element format (see
-            :func:`_elem_params`) and the rounding mode code.
+        vtop, n, mode, is_int, bits, kpos, kneg, emin, mbits: the element format (the
+            reference's kernel parameters) and the rounding mode code.
 
     Returns:
-        (uint8 codes (n_blocks, block), int64 X (n_blocks), uint8 status (n_blocks): 0 ok,
-        1 the block holds NaN/Inf, 2 X above x_hi for finite input). Codes are 0 in blocks with
-        a non-zero status.
+        (uint8 codes (R, nb * block), int64 X (R * nb), uint8 status (R * nb): 0 ok, 1 the
+        block holds NaN/Inf, 2 X above x_hi for finite input). Codes are 0 in the padding and
+        in blocks with a non-zero status.
     """
-    nb, bl = x.shape
-    codes = np.zeros((nb, bl), dtype=np.uint8)
-    xs = np.zeros(nb, dtype=np.int64)
-    status = np.zeros(nb, dtype=np.uint8)
-    for b in range(nb):
-        amax = 0.0
-        finite = True
-        for j in range(bl):
-            v = x[b, j]
-            if not math.isfinite(v):
-                finite = False
-                break
-            av = abs(v)
-            if av > amax:
-                amax = av
-        if not finite:
-            status[b] = 1
-            continue
-        if amax == 0.0:
-            amax = 2.0**-126  # FP32_MIN_NORMAL, as microxcaling does
-        e = math.frexp(amax)[1] - 1 - emax
-        if e > x_hi:
-            if clip_hi:
-                e = x_hi
-            else:
-                xs[b] = e
-                status[b] = 2
+    R, L = x.shape
+    nb = (L + block - 1) // block
+    codes = np.zeros((R, nb * block), dtype=np.uint8)
+    xs = np.zeros(R * nb, dtype=np.int64)
+    status = np.zeros(R * nb, dtype=np.uint8)
+    for r in range(R):
+        for bi in range(nb):
+            b = r * nb + bi
+            j0 = bi * block
+            j1 = min(j0 + block, L)
+            # Per-block slices keep the loops simple enough for LLVM to optimize them well
+            # (indexing the 2-D arrays directly runs about three times slower).
+            xseg = x[r, j0:j1]
+            cseg = codes[r, j0:j1]
+            amax = 0.0
+            finite = True
+            for j in range(xseg.size):  # branch-free, so that LLVM vectorizes it
+                av = abs(np.float64(xseg[j]))
+                finite &= av <= _FLOAT64_MAX  # False for Inf and NaN
+                amax = av if av > amax else amax
+            if not finite:
+                status[b] = 1
                 continue
-        if e < x_lo:
-            e = x_lo
-        xs[b] = e
-        s = math.ldexp(1.0, e + elem_shift)
-        inv = 1.0 / s  # exact: s is a power of two
-        for j in range(bl):
-            v = x[b, j]
-            neg = math.copysign(1.0, v) < 0.0
-            a = abs(v)
-            k = _nearest_index(a, s, a * inv, vtop, n, mode, neg, is_int, emin, mbits)
-            k = min(k, kneg if neg else kpos)
-            codes[b, j] = _signed_code(k, neg, is_int, bits)
+            if amax == 0.0:
+                amax = 2.0**-126  # FP32_MIN_NORMAL, as microxcaling does
+            e = math.frexp(amax)[1] - 1 - emax
+            if e > x_hi:
+                if clip_hi:
+                    e = x_hi
+                else:
+                    xs[b] = e
+                    status[b] = 2
+                    continue
+            if e < x_lo:
+                e = x_lo
+            xs[b] = e
+            s = math.ldexp(1.0, e + elem_shift)
+            inv = 1.0 / s  # exact: s is a power of two, and so is every quotient a * inv
+            for j in range(xseg.size):
+                v = np.float64(xseg[j])
+                neg = v.view(np.int64) < 0  # the sign bit (-0.0 included)
+                a = abs(v)
+                k = _exact_quotient_index(a * inv, vtop, mode, neg, is_int, emin, mbits)
+                k = min(k, kneg if neg else kpos)
+                cseg[j] = _signed_code(k, neg, is_int, bits)
     return codes, xs, status
 
 
 @njit(cache=True)
-def block_amax_kernel(x):
-    """Per-block ``max |x|`` of float64 blocks (n_blocks, block), and whether all are finite."""
-    nb, bl = x.shape
-    amax = np.zeros(nb, dtype=np.float64)
+def block_amax_kernel(x, block):
+    """Per-block ``max |x|`` of float16/32/64 rows (R, L) split into blocks of ``block``
+    (float64, R * ceil(L / block)), and whether every value is finite."""
+    R, L = x.shape
+    nb = (L + block - 1) // block
+    amax = np.zeros(R * nb, dtype=np.float64)
     finite = True
-    for b in range(nb):
-        m = 0.0
-        for j in range(bl):
-            v = x[b, j]
-            if not math.isfinite(v):
-                finite = False
-            av = abs(v)
-            if av > m:
-                m = av
-        amax[b] = m
+    for r in range(R):
+        for bi in range(nb):
+            m = 0.0
+            xseg = x[r, bi * block : min(bi * block + block, L)]
+            for j in range(xseg.size):  # branch-free, so that LLVM vectorizes it
+                av = abs(np.float64(xseg[j]))
+                finite &= av <= _FLOAT64_MAX  # False for Inf and NaN
+                m = av if av > m else m
+            amax[r * nb + bi] = m
     return amax, finite
 
 
 @njit(cache=True)
-def absmax_scale_kernel(x, amax_b, ratio_f32, den_f32, divisor, smids, svals, seven, smode,
-                        smin_code, zero_code, t_scale, vtop, n, mode, is_int, bits, kpos, kneg,
-                        emin, mbits):  # fmt: skip
+def absmax_scale_kernel(x, block, amax_b, ratio_f32, den_f32, divisor, smids, svals, seven, smode,
+                        smin_code, zero_code, t_scale, s_bits, s_vtop, s_emin, s_mbits, vtop, n,
+                        mode, is_int, bits, kpos, kneg, emin, mbits):  # fmt: skip
     """Absmax-scaled block quantization (NVFP4, the HBQ repo's NVFP4, INT with a scale format).
 
-    Per block (``amax_b`` from :func:`block_amax_kernel`): the scale code is the rounding
+    Rows ``x`` (R, L) are split into blocks of ``block`` as in :func:`shared_exp_kernel`. Per
+    block (``amax_b`` from :func:`block_amax_kernel`): the scale code is the rounding
     (``smode``) into the scale grid of ``float32(amax) / den_f32`` computed in float32
     (``ratio_f32``) or of the exact ``amax / divisor``; a code 0 becomes ``zero_code`` when
     that is >= 0 (NVFP4's scale 1.0); the elements are the rounding of
     ``x / (scale value * t_scale)``, or all 0 when that scale is 0.
 
+    ``s_bits`` (NVFP4's float32 ratio into UE4M3 with a nearest rounding): the ratio is an exact
+    value on a minifloat grid (``s_vtop``, ``s_emin``, ``s_mbits``, code = index), so it is
+    rounded by :func:`_exact_quotient_index` instead of the binary search.
+
     Returns:
-        (uint8 element codes (n_blocks, block), int64 scale codes (n_blocks)).
+        (uint8 element codes (R, nb * block), int64 scale codes (R * nb)).
     """
-    nb, bl = x.shape
-    codes = np.zeros((nb, bl), dtype=np.uint8)
-    scodes = np.zeros(nb, dtype=np.int64)
-    for b in range(nb):
-        amax = amax_b[b]
-        if ratio_f32:
-            r = np.float64(np.float32(amax) / den_f32)
-            d = 1.0
-        else:
-            r = amax
-            d = divisor
-        code = _round_index(r, d, smids, svals, seven, smode, False) + smin_code
-        if code == 0 and zero_code >= 0:
-            code = zero_code
-        scodes[b] = code
-        s = svals[code - smin_code] * t_scale
-        if s == 0.0:
-            continue
-        inv = 1.0 / s  # an estimate when s is not a power of two: the fix-up makes it exact
-        for j in range(bl):
-            v = x[b, j]
-            neg = math.copysign(1.0, v) < 0.0
-            a = abs(v)
-            k = _nearest_index(a, s, a * inv, vtop, n, mode, neg, is_int, emin, mbits)
-            k = min(k, kneg if neg else kpos)
-            codes[b, j] = _signed_code(k, neg, is_int, bits)
+    R, L = x.shape
+    nb = (L + block - 1) // block
+    codes = np.zeros((R, nb * block), dtype=np.uint8)
+    scodes = np.zeros(R * nb, dtype=np.int64)
+    for r in range(R):
+        for bi in range(nb):
+            b = r * nb + bi
+            amax = amax_b[b]
+            if ratio_f32:
+                q = np.float64(np.float32(amax) / den_f32)
+                d = 1.0
+            else:
+                q = amax
+                d = divisor
+            if s_bits:
+                k = _exact_quotient_index(q, s_vtop, smode, False, False, s_emin, s_mbits)
+                code = min(k, svals.size - 1) + smin_code
+            else:
+                code = _round_index(q, d, smids, svals, seven, smode, False) + smin_code
+            if code == 0 and zero_code >= 0:
+                code = zero_code
+            scodes[b] = code
+            s = svals[code - smin_code] * t_scale
+            if s == 0.0:
+                continue
+            inv = 1.0 / s  # an estimate when s is not a power of two: the fix-up makes it exact
+            j0 = bi * block
+            xseg = x[r, j0 : min(j0 + block, L)]
+            cseg = codes[r, j0 : j0 + xseg.size]
+            for j in range(xseg.size):
+                v = np.float64(xseg[j])
+                neg = v.view(np.int64) < 0  # the sign bit (-0.0 included)
+                a = abs(v)
+                k = _nearest_index(a, s, a * inv, vtop, n, mode, neg, is_int, emin, mbits)
+                k = min(k, kneg if neg else kpos)
+                cseg[j] = _signed_code(k, neg, is_int, bits)
     return codes, scodes
 
 
 @njit(cache=True)
-def dequant_kernel(codes, table, scale):
-    """``table[codes[b, j]] * scale[b]`` for uint8 codes (n_blocks, block); float64 out."""
-    nb, bl = codes.shape
-    out = np.empty((nb, bl), dtype=np.float64)
-    for b in range(nb):
-        s = scale[b]
-        for j in range(bl):
-            out[b, j] = table[codes[b, j]] * s
-    return out
+def dequant_kernel(codes, table, scale, block, out):
+    """``out[r, j] = table[codes[r, j]] * scale[r * nb + j // block]`` for ``j < out.shape[1]``.
+
+    Args:
+        codes: uint8 (R, nb * block).
+        table: float64 value of every code.
+        scale: float64 (R * nb), one scale per block.
+        block: elements per block.
+        out: (R, L) output with L <= nb * block (the padding is dropped); float32 or float64.
+            The float64 product is exact and is rounded once on the store, as numpy's cast.
+    """
+    R, L = out.shape
+    nb = codes.shape[1] // block
+    for r in range(R):
+        for bi in range(nb):
+            s = scale[r * nb + bi]
+            j0 = bi * block
+            oseg = out[r, j0 : min(j0 + block, L)]
+            cseg = codes[r, j0 : j0 + oseg.size]
+            for j in range(oseg.size):
+                oseg[j] = table[cseg[j]] * s
 
 
 __all__ = [

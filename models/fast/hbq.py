@@ -406,7 +406,11 @@ def _repo_scale_code(raw: float, ceil: bool) -> int:
 
 @njit(cache=True)
 def _repo_elem_mag(v: float, mbits: int) -> int:
-    """Magnitude code of the repo's compiled E2M``mbits`` quantiser on an FP16 value."""
+    """Magnitude code of the repo's compiled E2M``mbits`` quantiser on an FP16 value.
+
+    The mantissa is rounded as the compiled kernel does it: ``floor(float32(|mant| + 0.5004f))``
+    (``|mant| + _REPO_ADD`` is exact in float64, so the cast is the float32 addition).
+    """
     a = abs(v)
     if a == 0.0:
         return 0
@@ -414,7 +418,7 @@ def _repo_elem_mag(v: float, mbits: int) -> int:
     mant_max = (1 << mbits) - 1
     sub_thr = 1.0 - 2.0 ** -(mbits + 1)
     if a < sub_thr:
-        m = int(np.floor(f16_round(a * shift + _REPO_ADD)))
+        m = int(math.floor(np.float32(a * shift + _REPO_ADD)))
         if m > mant_max:
             return 0  # the repo zeroes an overflowing subnormal mantissa: value 0
         return m
@@ -422,7 +426,7 @@ def _repo_elem_mag(v: float, mbits: int) -> int:
         return 1 << mbits  # promoted to the smallest normal, 1.0
     e = min((np.float64(a).view(np.int64) >> 52) - 1023, 2)  # floor(log2 a), a >= 1
     mant = (a * _INV_POW2[e] - 1.0) * shift
-    m = int(np.floor(f16_round(mant + _REPO_ADD)))
+    m = int(math.floor(np.float32(mant + _REPO_ADD)))
     if m > mant_max and e != 2:
         return (e + 2) << mbits
     return ((e + 1) << mbits) + min(m, mant_max)

@@ -53,17 +53,47 @@ def _dequant(
 ) -> npt.NDArray[np.float64]:
     """``table[codes] * scale[..., None]`` (exact: every product here fits float64)."""
     if backend == "numba":
-        out = _fast().dequant_kernel(
-            np.ascontiguousarray(codes).reshape(-1, codes.shape[-1]),
-            table,
-            np.ascontiguousarray(scale, dtype=np.float64).reshape(-1),
-        )
+        c2 = np.ascontiguousarray(codes).reshape(-1, codes.shape[-1])
+        out = np.empty(c2.shape, dtype=np.float64)
+        scale_flat = np.ascontiguousarray(scale, dtype=np.float64).reshape(-1)
+        _fast().dequant_kernel(c2, table, scale_flat, c2.shape[1], out)
         return out.reshape(codes.shape)
     return table[codes] * scale[..., None]
 
 
+def _dequant_rows(
+    codes: npt.NDArray[np.uint8],
+    table: npt.NDArray[np.float64],
+    scale: npt.NDArray[np.float64],
+    n: int,
+    dtype: npt.DTypeLike,
+) -> npt.NDArray[np.floating]:
+    """Rows ``(R, n)`` of ``dtype`` from codes ``(..., n_blocks, block)``: the exact float64
+    ``table[code] * scale`` rounded once to ``dtype``, the padding past ``n`` dropped."""
+    block = codes.shape[-1]
+    c2 = np.ascontiguousarray(codes).reshape(-1, codes.shape[-2] * block)
+    out = np.empty((c2.shape[0], n), dtype=dtype)
+    scale_flat = np.ascontiguousarray(scale, dtype=np.float64).reshape(-1)
+    _fast().dequant_kernel(c2, table, scale_flat, block, out)
+    return out
+
+
+@functools.cache
+def _scale_code_table(
+    fmt: sc.ScaleFormat,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """:func:`~._scale.decode_scale` of every code pattern, and which patterns are valid."""
+    codes = np.arange(fmt.n_codes)
+    valid = ((codes >= fmt.min_code) & (codes <= fmt.max_code)) | (codes == fmt.nan_code)
+    values = np.full(fmt.n_codes, np.nan)
+    values[valid] = sc.decode_scale(codes[valid], fmt)
+    for a in (values, valid):
+        a.setflags(write=False)
+    return values, valid
+
+
 def _kernel_elem_args(fmt: el.ElementFormat, mode: str) -> tuple:
-    vtop, n, is_int, bits, kpos, kneg, emin, mbits = _fast()._elem_params(fmt)
+    vtop, n, is_int, bits, kpos, kneg, emin, mbits = el._kernel_params(fmt)
     return vtop, n, _fast().MODE_CODES[mode], is_int, bits, kpos, kneg, emin, mbits
 
 
@@ -177,10 +207,7 @@ class SharedExpSpec:
             (``X + scale_bias``; NaN blocks get ``nan_scale`` and element codes 0).
         """
         if backend == "numba":
-            codes, x_exp, status = _fast().shared_exp_kernel(
-                _flat_blocks(xb), self.emax, self.x_min, self.x_max, self.clip_high,
-                self.elem_shift, *_kernel_elem_args(self.elem, rounding),
-            )  # fmt: skip
+            codes, x_exp, status = self._kernel(_flat_blocks(xb), xb.shape[-1], rounding)
             codes = codes.reshape(xb.shape)
             x_exp = x_exp.reshape(xb.shape[:-1])
             status = status.reshape(xb.shape[:-1])
@@ -188,6 +215,41 @@ class SharedExpSpec:
             codes, x_exp, status = self._reference(xb, rounding)
         scales = self._finish(x_exp, status)
         return {"codes": codes, "scales": scales, "extra": {"backend": backend}}
+
+    def _kernel(
+        self, x2: npt.NDArray[np.floating], block: int, rounding: str
+    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
+        return _fast().shared_exp_kernel(
+            x2, block, self.emax, self.x_min, self.x_max, self.clip_high, self.elem_shift,
+            *_kernel_elem_args(self.elem, rounding),
+        )  # fmt: skip
+
+    def quantize_rows(self, x2: npt.NDArray[np.floating], rounding: str) -> dict[str, Any] | None:
+        """Fused numba quantization of rows, the blocking axis last (no float64 copy, no padded
+        copy): equal to :meth:`quantize_blocks` on the zero-padded blocks of ``x2``.
+
+        Args:
+            x2: float32 or float64 ``(R, n)``, C-contiguous; the last block of each row is
+                zero-padded to ``block`` elements.
+            rounding: element rounding mode.
+
+        Returns:
+            ``codes`` uint8 ``(R, n_blocks, block)``, ``scales`` uint8 ``(R, n_blocks)`` and
+            ``extra``; or None when ``x2`` holds NaN or Inf (the caller then applies its
+            non-finite rule on the general path).
+
+        Raises:
+            ValueError: a finite block beyond the scale's range (as :meth:`quantize_blocks`).
+        """
+        codes, x_exp, status = self._kernel(x2, self.block, rounding)
+        if np.any(status == 1):
+            return None
+        nb = codes.shape[1] // self.block
+        return {
+            "codes": codes.reshape(x2.shape[0], nb, self.block),
+            "scales": self._finish(x_exp, status).reshape(x2.shape[0], nb),
+            "extra": {"backend": "numba"},
+        }
 
     def _reference(
         self, xb: npt.NDArray[np.float64], rounding: str
@@ -211,13 +273,24 @@ class SharedExpSpec:
         codes = np.where(ok[..., None], codes, 0).astype(np.uint8)
         return codes, np.where(status == 1, 0, x_exp), status
 
-    def dequantize_blocks(self, q: QuantizedTensor) -> npt.NDArray[np.float64]:
-        """Exact values ``elem(code) * 2**(X + elem_shift)``; NaN-scale blocks are all NaN."""
+    def _block_scales(self, q: QuantizedTensor) -> npt.NDArray[np.float64]:
         s = q.scales.astype(np.int64)
         scale = np.ldexp(1.0, s - self.scale_bias + self.elem_shift)
         if self.nan_scale >= 0:
             scale = np.where(s == self.nan_scale, np.nan, scale)
+        return scale
+
+    def dequantize_blocks(self, q: QuantizedTensor) -> npt.NDArray[np.float64]:
+        """Exact values ``elem(code) * 2**(X + elem_shift)``; NaN-scale blocks are all NaN."""
+        scale = self._block_scales(q)
         return _dequant(q.codes, _value_table(self.elem), scale, q.extra.get("backend", "numpy"))
+
+    def dequantize_rows(
+        self, q: QuantizedTensor, n: int, dtype: npt.DTypeLike
+    ) -> npt.NDArray[np.floating]:
+        """Fused numba dequantization: rows ``(R, n)`` of ``dtype`` (float32/float64), equal to
+        :meth:`dequantize_blocks` with the padding dropped and cast once to ``dtype``."""
+        return _dequant_rows(q.codes, _value_table(self.elem), self._block_scales(q), n, dtype)
 
 
 _MX_ELEMENTS = {
@@ -348,33 +421,84 @@ class AbsmaxSpec:
             ``(..., n_blocks)``, and for NVFP4 ``tensor_scale`` (float32).
         """
         if backend == "numba":
-            fast = _fast()
-            x2 = _flat_blocks(xb)
-            amax_b, finite = fast.block_amax_kernel(x2)
-            amax_t = float(amax_b.max()) if amax_b.size else 0.0
-        else:
-            # max and min propagate NaN: two reductions give finiteness and amax.
-            hi, lo = (float(xb.max()), float(xb.min())) if xb.size else (0.0, 0.0)
-            finite = bool(np.isfinite(hi) and np.isfinite(lo))
-            amax_t = max(hi, -lo)
-        if not finite:
-            raise ValueError(
-                f"format {self.name!r} has no NaN/Inf encoding: use nonfinite='saturate' or 'raise'"
-            )
-        s_t = self._tensor_scale(amax_t)
-        den = np.float32(6) * s_t
-        grid = sc._scale_grid(self.scale_fmt)
-        if backend == "numba":
-            codes, scodes = fast.absmax_scale_kernel(
-                x2, amax_b, self.kind == "nvfp4", den, float(self.divisor),
-                grid.mids, grid.values, grid.even, fast.MODE_CODES[self.scale_rounding],
-                self.scale_fmt.min_code, self.zero_code, float(s_t),
-                *_kernel_elem_args(self.elem, rounding),
-            )  # fmt: skip
+            res = self._numba(_flat_blocks(xb), xb.shape[-1], rounding)
+            if res is None:
+                raise self._nonfinite_error()
+            codes, scodes, s_t = res
             codes = codes.reshape(xb.shape)
             scodes = scodes.reshape(xb.shape[:-1])
-        else:
-            codes, scodes = self._reference(xb, rounding, den, s_t)
+            return self._fields(codes, scodes, s_t, backend)
+        # max and min propagate NaN: two reductions give finiteness and amax.
+        hi, lo = (float(xb.max()), float(xb.min())) if xb.size else (0.0, 0.0)
+        if not (np.isfinite(hi) and np.isfinite(lo)):
+            raise self._nonfinite_error()
+        s_t = self._tensor_scale(max(hi, -lo))
+        codes, scodes = self._reference(xb, rounding, np.float32(6) * s_t, s_t)
+        return self._fields(codes, scodes, s_t, backend)
+
+    def _nonfinite_error(self) -> ValueError:
+        return ValueError(
+            f"format {self.name!r} has no NaN/Inf encoding: use nonfinite='saturate' or 'raise'"
+        )
+
+    def _numba(
+        self, x2: npt.NDArray[np.floating], block: int, rounding: str
+    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64], np.float32] | None:
+        """Codes ``(R, nb * block)``, scale codes ``(R * nb)`` and ``s_t`` of rows ``x2`` split
+        into blocks of ``block``; None if ``x2`` holds NaN or Inf."""
+        fast = _fast()
+        amax_b, finite = fast.block_amax_kernel(x2, block)
+        if not finite:
+            return None
+        s_t = self._tensor_scale(float(amax_b.max()) if amax_b.size else 0.0)
+        den = np.float32(6) * s_t
+        grid = sc._scale_grid(self.scale_fmt)
+        sf = self.scale_fmt
+        # NVFP4's ratio is an exact float32 value; UE4M3 is a minifloat grid (code = index) with
+        # subnormals, so a nearest rounding of it can use the element kernels' bit arithmetic.
+        s_bits = (
+            self.kind == "nvfp4"
+            and sf.subnormals
+            and sf.min_code == 0
+            and self.scale_rounding in el.ELEMENT_ROUNDING_MODES
+        )
+        s_vtop = float(2 * grid.values[-1] - grid.values[-2])  # one step above the maximum
+        codes, scodes = fast.absmax_scale_kernel(
+            x2, block, amax_b, self.kind == "nvfp4", den, float(self.divisor),
+            grid.mids, grid.values, grid.even, fast.MODE_CODES[self.scale_rounding],
+            sf.min_code, self.zero_code, float(s_t), s_bits, s_vtop, 1 - sf.bias, sf.mbits,
+            *_kernel_elem_args(self.elem, rounding),
+        )  # fmt: skip
+        return codes, scodes, s_t
+
+    def quantize_rows(self, x2: npt.NDArray[np.floating], rounding: str) -> dict[str, Any] | None:
+        """Fused numba quantization of rows, the blocking axis last (no float64 copy, no padded
+        copy): equal to :meth:`quantize_blocks` on the zero-padded blocks of ``x2``.
+
+        Args:
+            x2: float32 or float64 ``(R, n)``, C-contiguous; the last block of each row is
+                zero-padded to ``block`` elements.
+            rounding: element rounding mode.
+
+        Returns:
+            ``codes`` uint8 ``(R, n_blocks, block)``, ``scales`` ``(R, n_blocks)``, ``extra``
+            and for NVFP4 ``tensor_scale``; or None when ``x2`` holds NaN or Inf (the caller
+            then applies its non-finite rule on the general path).
+        """
+        res = self._numba(x2, self.block, rounding)
+        if res is None:
+            return None
+        codes, scodes, s_t = res
+        nb = codes.shape[1] // self.block
+        return self._fields(
+            codes.reshape(x2.shape[0], nb, self.block), scodes.reshape(x2.shape[0], nb), s_t,
+            "numba",
+        )  # fmt: skip
+
+    def _fields(
+        self, codes: npt.NDArray[np.uint8], scodes: npt.NDArray[np.int64], s_t: np.float32,
+        backend: str,
+    ) -> dict[str, Any]:  # fmt: skip
         out: dict[str, Any] = {
             "codes": codes,
             "scales": scodes.astype(sc.scale_dtype(self.scale_fmt)),
@@ -402,12 +526,28 @@ class AbsmaxSpec:
         codes = el._encode_checked(xb, np.where(zero, 1.0, s)[..., None], self.elem, rounding, True)
         return np.where(zero[..., None], 0, codes).astype(np.uint8), scodes
 
-    def dequantize_blocks(self, q: QuantizedTensor) -> npt.NDArray[np.float64]:
-        """Exact values ``elem(code) * scale * s_t`` (the product is exact in float64)."""
-        s = sc.decode_scale(q.scales, self.scale_fmt)
+    def _block_scales(self, q: QuantizedTensor) -> npt.NDArray[np.float64]:
+        values, valid = _scale_code_table(self.scale_fmt)
+        c = np.asarray(q.scales)
+        if c.dtype.kind == "u" and c.dtype.itemsize <= 2 and valid[c].all():
+            s = values[c]  # a table lookup: decode_scale of every code, computed once
+        else:
+            s = sc.decode_scale(c, self.scale_fmt)  # raises the reference's error
         if q.tensor_scale is not None:
             s = s * np.float64(q.tensor_scale)
+        return s
+
+    def dequantize_blocks(self, q: QuantizedTensor) -> npt.NDArray[np.float64]:
+        """Exact values ``elem(code) * scale * s_t`` (the product is exact in float64)."""
+        s = self._block_scales(q)
         return _dequant(q.codes, _value_table(self.elem), s, q.extra.get("backend", "numpy"))
+
+    def dequantize_rows(
+        self, q: QuantizedTensor, n: int, dtype: npt.DTypeLike
+    ) -> npt.NDArray[np.floating]:
+        """Fused numba dequantization: rows ``(R, n)`` of ``dtype`` (float32/float64), equal to
+        :meth:`dequantize_blocks` with the padding dropped and cast once to ``dtype``."""
+        return _dequant_rows(q.codes, _value_table(self.elem), self._block_scales(q), n, dtype)
 
 
 def _nvfp4_factory(**options: Any) -> AbsmaxSpec:

@@ -489,6 +489,61 @@ def _nan_error(fmt: ElementFormat) -> ValueError:
     return ValueError(f"NaN input, but element format {fmt.name!r} has no NaN code")
 
 
+def _kernel_params(fmt: ElementFormat) -> tuple:
+    """An element format as the numba kernels take it.
+
+    Returns:
+        ``(vtop, n, is_int, bits, kpos, kneg, emin, mbits)``: the virtual grid value above the
+        maximum, the grid size (index ``n - 1`` means overflow), integer format or not, code
+        width, largest positive and negative magnitude index, and for minifloats the smallest
+        normal exponent and the mantissa width (0 and 0 for integers).
+    """
+    grid = _elem_grid(fmt)
+    is_int = isinstance(fmt, IntFormat)
+    if is_int:
+        kpos = (1 << (fmt.bits - 1)) - 1
+        kneg = kpos + (0 if fmt.symmetric else 1)
+        emin = mbits = 0
+    else:
+        kpos = kneg = fmt.max_code
+        emin, mbits = 1 - fmt.bias, fmt.mbits
+    return float(grid.values[-1]), grid.values.size, is_int, fmt.bits, kpos, kneg, emin, mbits
+
+
+_ENCODE_BACKENDS = ("numpy", "numba")
+
+
+def _encode_numba(
+    xa: npt.NDArray[np.float64],
+    s: npt.NDArray[np.float64],
+    fmt: ElementFormat,
+    rounding: str,
+    saturate: bool,
+) -> npt.NDArray[np.uint8]:
+    """:func:`encode` on validated input through the numba kernel (imported on first use)."""
+    from ..fast import formats as fast
+
+    shape = np.broadcast_shapes(xa.shape, s.shape)
+    xf = np.ascontiguousarray(np.broadcast_to(xa, shape)).ravel()
+    sf = np.ascontiguousarray(s).ravel() if s.size == 1 else (
+        np.ascontiguousarray(np.broadcast_to(s, shape)).ravel())  # fmt: skip
+    ovf = -1
+    if isinstance(fmt, FPFormat) and fmt.nan != "none":
+        ovf = inf_code(fmt) if fmt.inf else nan_code(fmt)
+    nan_pos, nan_neg = nan_code(fmt), nan_code(fmt, negative=True)
+    vtop, n, is_int, bits, kpos, kneg, emin, mbits = _kernel_params(fmt)
+    codes, status = fast.encode_kernel(
+        xf, sf, vtop, n, fast.MODE_CODES[rounding], is_int, bits, kpos, kneg, emin, mbits,
+        bool(saturate), ovf, -1 if nan_pos is None else nan_pos,
+        -1 if nan_neg is None else nan_neg,
+    )  # fmt: skip
+    if status & fast.STATUS_NAN:
+        raise _nan_error(fmt)
+    if status & fast.STATUS_OVERFLOW:
+        raise _overflow_error(fmt)
+    return codes.reshape(shape)
+
+
 def encode(
     x: npt.ArrayLike,
     fmt: ElementFormat | str,
@@ -496,6 +551,7 @@ def encode(
     rounding: str = "rne",
     scale: npt.ArrayLike = 1.0,
     saturate: bool = True,
+    backend: str = "numpy",
 ) -> npt.NDArray[np.uint8]:
     """Round the exact real numbers ``x / scale`` into an element format.
 
@@ -510,21 +566,27 @@ def encode(
         saturate: True clamps magnitudes above the maximum to ±max (and ±Inf to ±max). False
             gives ±Inf (E5M2) or NaN (E4M3) for values that round past the maximum, and raises
             for formats with neither.
+        backend: ``"numpy"`` (the reference) or ``"numba"`` (the fast path; identical codes and
+            errors).
 
     Returns:
         uint8 codes, the broadcast shape of ``x`` and ``scale``. A result of magnitude zero is
         always code 0 (+0). NaN input gives the format's NaN code (:func:`nan_code`).
 
     Raises:
-        ValueError: bad rounding name or scale, NaN input for a format without NaN, or overflow
-            with ``saturate=False`` for a format without Inf/NaN.
+        ValueError: bad rounding name, scale or backend, NaN input for a format without NaN, or
+            overflow with ``saturate=False`` for a format without Inf/NaN.
     """
     if isinstance(fmt, str):
         fmt = element_format(fmt)
     _check_rounding(rounding, ELEMENT_ROUNDING_MODES)
+    if backend not in _ENCODE_BACKENDS:
+        raise ValueError(f"backend={backend!r}; valid choices: {', '.join(_ENCODE_BACKENDS)}")
     xa = _as_float_input(x)
     grid = _elem_grid(fmt)
     s = _check_scale(scale, 53 - grid.cmp_bits, "scale")
+    if backend == "numba":
+        return _encode_numba(xa, s, fmt, rounding, saturate)
     xa, s = np.broadcast_arrays(xa, s)
     return _encode_checked(xa, s, fmt, rounding, saturate)
 

@@ -300,10 +300,38 @@ class HBQSpec:
             "scales": scales.reshape(lead),
             "l2_codes": None if self.l2 == "none" else l2c.reshape(lead + (L // self.ub,)),
             "scheme": scheme.reshape(lead) if self.l2 == "mix" else None,
+            "extra": {"backend": backend},
         }
 
     def dequantize_blocks(self, q: QuantizedTensor) -> npt.NDArray[np.float64]:
         """Exact values ``elem(code) * SIG(l2 code) * S1`` of the blocks, float64, codes' shape."""
+        codes = np.asarray(q.codes)
+        mult, ub = self._multipliers(q)
+        # Table lookup (the table is decode() over every code point) keeps this fast.
+        vals = self.elem.values()[codes]
+        shape = codes.shape[:-1] + (codes.shape[-1] // ub, ub)
+        return (vals.reshape(shape) * mult[..., None]).reshape(codes.shape)
+
+    def dequantize_rows(
+        self, q: QuantizedTensor, n: int, dtype: npt.DTypeLike
+    ) -> npt.NDArray[np.floating]:
+        """Fused numba dequantization: rows ``(R, n)`` of ``dtype`` (float32/float64), equal to
+        :meth:`dequantize_blocks` with the padding dropped and cast once to ``dtype``."""
+        from ..fast import formats as fast
+
+        codes = np.asarray(q.codes)
+        mult, ub = self._multipliers(q)
+        c2 = np.ascontiguousarray(codes, dtype=np.uint8).reshape(
+            -1, codes.shape[-2] * codes.shape[-1]
+        )
+        out = np.empty((c2.shape[0], n), dtype=dtype)
+        mult_flat = np.ascontiguousarray(mult, dtype=np.float64).reshape(-1)
+        fast.dequant_kernel(c2, self.elem.values(), mult_flat, ub, out)
+        return out
+
+    def _multipliers(self, q: QuantizedTensor) -> tuple[npt.NDArray[np.float64], int]:
+        """Validated ``SIG * S1`` per micro-block ``(..., n_blocks, L // ub)`` (exact) and the
+        micro-block length (``L`` without an L2 level)."""
         codes = np.asarray(q.codes)
         L = codes.shape[-1]
         self._check_block_len(L)
@@ -311,11 +339,9 @@ class HBQSpec:
             raise TypeError(f"element codes must be integers, got dtype {codes.dtype}")
         if codes.size and (codes.min() < 0 or codes.max() >= self.elem.n_codes):
             raise ValueError(f"{self.elem.name} code out of range 0..{self.elem.n_codes - 1}")
-        # Table lookup (the table is decode() over every code point) keeps this fast.
-        vals = self.elem.values()[codes]
         s1 = decode_scale(q.scales, E5M3)
         if self.l2 == "none":
-            return vals * s1[..., None]
+            return s1[..., None], L
         if q.l2_codes is None:
             raise ValueError(f"l2={self.l2!r} needs l2_codes, got None")
         l2 = np.asarray(q.l2_codes).astype(np.int64)
@@ -335,9 +361,7 @@ class HBQSpec:
             sig = tables[sch[..., None], l2]
         else:
             sig = tables[0][l2]
-        mult = s1[..., None] * sig  # (..., n_blocks, L // ub), exact
-        shape = codes.shape[:-1] + (L // self.ub, self.ub)
-        return (vals.reshape(shape) * mult[..., None]).reshape(codes.shape)
+        return s1[..., None] * sig, self.ub  # (..., n_blocks, L // ub), exact
 
     def _check_block_len(self, L: int) -> None:
         ok = L == self.block or (
@@ -696,7 +720,11 @@ def _exact_numba(
 
 
 REPO_ADD = float(np.float32(0.5004))
-"""The repository's element rounding constant, as the float32 its compiled kernel adds."""
+"""The repository's element rounding constant, as the float32 its compiled kernel adds.
+
+The compiled element quantiser (``torch.compile`` of ``make_fp_quant``, the path the authors'
+PTQ runs) computes ``|mant| + 0.5004`` in float32 and floors that float32 sum; the FP16 cast
+written between the two in the source is dropped by the fused kernel."""
 
 
 def _to_fp16_checked(x2: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -739,8 +767,10 @@ def _repo_elem_mag(v: npt.NDArray[np.float64], mbits: int) -> npt.NDArray[np.int
         e = np.frexp(a)[1].astype(np.float64) - 1.0  # floor(log2 a) for a > 0
     e = np.clip(e, 0.0, 2.0)
     mant = np.where(sub, a * shift, (a / np.exp2(e) - 1.0) * shift)
-    # Compiled path: float32 |mant| + 0.5004f, cast to FP16, then floor (exact in float64).
-    m = np.floor((mant + REPO_ADD).astype(np.float16).astype(np.float64))
+    # Compiled path: float32 |mant| + 0.5004f, floored as a float32 (no FP16 rounding of the
+    # sum). ``mant + REPO_ADD`` is exact in float64 (both have few bits), so one cast to float32
+    # is the correctly rounded float32 addition.
+    m = np.floor((mant + REPO_ADD).astype(np.float32)).astype(np.float64)
     over = (m > mant_max) & (e != 2.0)
     m = np.minimum(m, mant_max)
     mag_norm = np.where(over, (e + 2.0) * shift, (e + 1.0) * shift + m)

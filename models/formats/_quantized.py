@@ -23,6 +23,9 @@ is ``half_away``."""
 
 BACKENDS = ("numpy", "numba")
 
+ROWS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+"""Dtypes the fused row kernels read (input) and write (dequantized output) directly."""
+
 
 class FormatSpec(Protocol):
     """What every block format provides (implemented by frozen dataclasses)."""
@@ -113,6 +116,16 @@ class QuantizedTensor:
         Returns:
             Array of ``self.shape``.
         """
+        dt = np.dtype(dtype)
+        rows = getattr(self.spec, "dequantize_rows", None)
+        if (
+            rows is not None
+            and self.extra.get("backend") == "numba"
+            and dt in ROWS_DTYPES
+            and self.axis == len(self.shape) - 1
+        ):
+            # Fused path: one pass from codes to the output dtype, no float64 temporary.
+            return rows(self, self.shape[-1], dt).reshape(self.shape)
         xb = self.dequantize_blocks()
         return unblock(xb, self.shape, self.axis).astype(dtype, copy=False)
 
@@ -199,6 +212,25 @@ def check_input(x: Any, *, axis: int, nonfinite: str) -> tuple[npt.NDArray[np.fl
     Returns:
         The array and the normalized (non-negative) axis.
     """
+    a, ax = _check_layout(x, axis=axis, nonfinite=nonfinite)
+    if nonfinite != "propagate":
+        nan = np.isnan(a)
+        if nan.any():
+            idx = tuple(int(i) for i in np.argwhere(nan)[0])
+            raise ValueError(
+                f"input holds {int(nan.sum())} NaN value(s), first at index {idx}; pass "
+                "nonfinite='propagate' to apply the format's NaN rule instead"
+            )
+        if nonfinite == "raise":
+            inf = np.isinf(a)
+            if inf.any():
+                idx = tuple(int(i) for i in np.argwhere(inf)[0])
+                raise ValueError(f"input holds {int(inf.sum())} infinite value(s), first at {idx}")
+    return a, ax
+
+
+def _check_layout(x: Any, *, axis: int, nonfinite: str) -> tuple[npt.NDArray[np.floating], int]:
+    """:func:`check_input` without the scan for NaN/Inf (dtype, shape, axis and option only)."""
     a = np.asarray(x)
     if a.dtype.kind != "f":
         raise TypeError(
@@ -215,19 +247,6 @@ def check_input(x: Any, *, axis: int, nonfinite: str) -> tuple[npt.NDArray[np.fl
         raise ValueError(
             f"nonfinite={nonfinite!r}; valid choices: 'saturate' (default), 'raise', 'propagate'"
         )
-    if nonfinite != "propagate":
-        nan = np.isnan(a)
-        if nan.any():
-            idx = tuple(int(i) for i in np.argwhere(nan)[0])
-            raise ValueError(
-                f"input holds {int(nan.sum())} NaN value(s), first at index {idx}; pass "
-                "nonfinite='propagate' to apply the format's NaN rule instead"
-            )
-        if nonfinite == "raise":
-            inf = np.isinf(a)
-            if inf.any():
-                idx = tuple(int(i) for i in np.argwhere(inf)[0])
-                raise ValueError(f"input holds {int(inf.sum())} infinite value(s), first at {idx}")
     return a, axis % a.ndim
 
 
@@ -262,7 +281,7 @@ def quantize(
     Returns:
         The :class:`QuantizedTensor`.
     """
-    a, ax = check_input(x, axis=axis, nonfinite=nonfinite)
+    a, ax = _check_layout(x, axis=axis, nonfinite=nonfinite)
     spec = resolve(fmt, **options)
     if rounding is None:
         rounding = spec.default_rounding
@@ -273,6 +292,25 @@ def quantize(
         )
     if backend not in BACKENDS:
         raise ValueError(f"backend={backend!r}; valid choices: {', '.join(BACKENDS)}")
+    fused = getattr(spec, "quantize_rows", None)
+    n = a.shape[ax]
+    # float16 is widened to float32 and a non-native byte order swapped, both exactly; wider
+    # floats take the general path.
+    native = {2: np.float32, 4: np.float32, 8: np.float64}.get(a.dtype.itemsize)
+    if backend == "numba" and fused is not None and native and (pad or n % spec.block == 0):
+        # Fused path: the kernels read the caller's rows in place and pad the last block
+        # implicitly. They decline (None) when the input holds NaN/Inf, which the general path
+        # below handles.
+        moved = np.moveaxis(a if a.dtype == np.dtype(native) else a.astype(native), ax, -1)
+        fields = fused(np.ascontiguousarray(moved).reshape(-1, n), rounding)
+        if fields is not None:
+            lead = moved.shape[:-1]
+            fields["codes"] = fields["codes"].reshape(lead + fields["codes"].shape[-2:])
+            fields["scales"] = fields["scales"].reshape(lead + fields["scales"].shape[-1:])
+            return QuantizedTensor(
+                spec=spec, shape=tuple(a.shape), axis=ax, rounding=rounding, **fields
+            )
+    a, ax = check_input(a, axis=ax, nonfinite=nonfinite)
     # A spec may block a short axis differently (HBQ's repo quirk short_axis="whole").
     block = spec.block_for_axis(a.shape[ax]) if hasattr(spec, "block_for_axis") else spec.block
     xb = block_axis(a, ax, block, pad=pad)

@@ -179,4 +179,202 @@ def test_dequantize_kernel_equals_numpy():
     table = ELEMENT_FORMATS["e4m3"].values()
     scale = 2.0 ** rng.integers(-20, 20, 50) * 3
     want = table[codes] * scale[:, None]
-    assert np.array_equal(fast.dequant_kernel(codes, table, scale), want, equal_nan=True)
+    out = np.empty(codes.shape)
+    fast.dequant_kernel(codes, table, scale, codes.shape[1], out)
+    assert np.array_equal(out, want, equal_nan=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# The fused row kernels (quantize reads the caller's rows in place, dequantize writes the output
+# dtype directly) against the numpy reference.
+
+FUSED_CASES = [c for c in ALL_CASES if c[0] in ("mxfp4", "mxfp8_e4m3", "nvfp4", "mxint8")] + [
+    ("mxfp6_e2m3", {}),
+    ("mxfp6_e3m2", {}),
+    ("mxfp8_e5m2", {}),
+    ("nvfp4_e5m3", {}),
+    ("int", {"bits": 8, "scale_format": "e5m3"}),
+    ("bfp", {"bits": 3, "block": 8}),
+]
+
+
+def _fused_inputs(rng: np.random.Generator, n_cols: int) -> np.ndarray:
+    """Rows of random data at many magnitudes with zero, negative-zero, float32-subnormal,
+    tie-heavy and spike blocks mixed in (finite: the fused path handles those itself)."""
+    rows = [rng.standard_normal(n_cols) * 2.0 ** float(rng.integers(-140, 120)) for _ in range(6)]
+    rows.append(rng.laplace(size=n_cols))
+    rows.append(np.zeros(n_cols))
+    rows.append(np.full(n_cols, -0.0))
+    rows.append(rng.standard_normal(n_cols) * 1e-40)  # float32 subnormals
+    rows.append(rng.choice([0.25, 0.75, 1.25, 2.5, 3.5, 5.0], n_cols) * rng.choice([-1, 1], n_cols))
+    spike = rng.standard_normal(n_cols) * 1e-3
+    spike[::37] = 3e4
+    rows.append(spike)
+    return np.stack(rows)
+
+
+def _assert_fused_equal(x, fmt, opt, rounding, **kw):
+    a = quantize(x, fmt, rounding=rounding, backend="numpy", **opt, **kw)
+    b = quantize(x, fmt, rounding=rounding, backend="numba", **opt, **kw)
+    assert np.array_equal(a.codes, b.codes) and a.codes.shape == b.codes.shape
+    assert np.array_equal(a.scales, b.scales) and a.scales.dtype == b.scales.dtype
+    assert a.tensor_scale == b.tensor_scale
+    for dtype in (np.float32, np.float64, np.float16):
+        with np.errstate(over="ignore"):  # float16 output: large values become Inf
+            da, db = a.dequantize(dtype), b.dequantize(dtype)
+        assert da.dtype == db.dtype and da.shape == db.shape == x.shape
+        assert np.array_equal(da, db, equal_nan=True), dtype
+
+
+@pytest.mark.parametrize(("fmt", "opt"), FUSED_CASES, ids=[f"{f}-{o}" for f, o in FUSED_CASES])
+def test_fused_row_kernels_equal_the_reference(fmt, opt):
+    rng = np.random.default_rng(sum(map(ord, fmt + repr(opt))) + 7)
+    spec = resolve(fmt, **opt)
+    # A ragged tail (3 blocks and a bit), in every input dtype the fused path reads.
+    x = _fused_inputs(rng, 3 * spec.block + 5)
+    for dtype in (np.float32, np.float64, np.float16):
+        with np.errstate(over="ignore", under="ignore"):
+            xd = x.astype(dtype)
+        xd = np.where(np.isfinite(xd), xd, 0).astype(dtype)
+        for rounding in MODES:
+            _assert_fused_equal(xd, fmt, opt, rounding)
+    x32 = x.astype(np.float32)
+    _assert_fused_equal(x32[0], fmt, opt, "rne")  # 1-D
+    _assert_fused_equal(x32.reshape(2, 6, -1), fmt, opt, "rne")  # 3-D
+    _assert_fused_equal(x32.T.copy(), fmt, opt, "rne", axis=0)  # blocks along axis 0
+    _assert_fused_equal(x32[:, ::2], fmt, opt, "rne")  # non-contiguous rows
+    _assert_fused_equal(x32.astype(">f4"), fmt, opt, "rne")  # non-native byte order
+    if np.dtype(np.longdouble).itemsize > 8:  # wider than float64: the general path
+        _assert_fused_equal(x.astype(np.longdouble), fmt, opt, "rne")
+
+
+@pytest.mark.parametrize("fmt", ["mxfp4", "mxfp8_e4m3", "mxfp8_e5m2", "nvfp4", "int"])
+def test_fused_path_non_finite_input_follows_the_general_rules(fmt):
+    """NaN/Inf blocks: the fused kernels decline and the general path applies ``nonfinite``
+    (same codes, same errors as the reference)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 70)).astype(np.float32)
+    x[1, 3] = np.inf
+    x[2, 40] = -np.inf
+    spec = resolve(fmt)
+    assert spec.quantize_rows(np.ascontiguousarray(x), "rne") is None
+    _assert_fused_equal(x, fmt, {}, "rne")  # nonfinite="saturate": Inf takes ±max
+    x[3, 0] = np.nan
+    for nonfinite in ("saturate", "raise", "propagate"):
+        try:
+            want = quantize(x, fmt, backend="numpy", nonfinite=nonfinite)
+        except ValueError as e:
+            with pytest.raises(ValueError) as got:
+                quantize(x, fmt, backend="numba", nonfinite=nonfinite)
+            assert str(got.value) == str(e)
+            continue
+        got = quantize(x, fmt, backend="numba", nonfinite=nonfinite)
+        assert np.array_equal(got.codes, want.codes) and np.array_equal(got.scales, want.scales)
+        assert np.array_equal(got.dequantize(), want.dequantize(), equal_nan=True)
+
+
+def test_fused_path_errors_equal_the_reference():
+    x = np.ones((2, 33), np.float32)
+    for kw in ({"pad": False}, {"rounding": "up"}):
+        with pytest.raises(ValueError) as a:
+            quantize(x, "mxfp4", backend="numpy", **kw)
+        with pytest.raises(ValueError) as b:
+            quantize(x, "mxfp4", backend="numba", **kw)
+        assert str(a.value) == str(b.value)
+    big = np.full((1, 32), 1e300)  # needs a shared exponent above E8M0's range
+    with pytest.raises(ValueError) as a:
+        quantize(big, "mxfp4", backend="numpy")
+    with pytest.raises(ValueError) as b:
+        quantize(big, "mxfp4", backend="numba")
+    assert str(a.value) == str(b.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Import structure: the reference never imports the fast path at module level, and the fast
+# path uses only public names of the reference.
+
+
+def _imports(path):
+    import ast
+
+    tree = ast.parse(path.read_text())
+    top = {id(n) for n in tree.body}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            yield node, id(node) in top
+
+
+def _private_uses_of_fast(path):
+    """``fast._x`` / ``_fast()._x`` attribute uses in a reference module."""
+    import ast
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            v = node.value
+            if (isinstance(v, ast.Name) and v.id == "fast") or (
+                isinstance(v, ast.Call) and getattr(v.func, "id", "") == "_fast"
+            ):
+                yield node.attr
+
+
+def test_reference_and_fast_paths_have_no_import_cycle():
+    from pathlib import Path
+
+    import coaccel.models.formats as formats_pkg
+
+    root = Path(formats_pkg.__file__).parent.parent
+    for path in sorted((root / "formats").glob("*.py")):
+        for node, top_level in _imports(path):
+            mod = node.module or ""
+            if "fast" in mod.split("."):
+                assert not top_level, f"{path.name}: module-level import of {mod}"
+                assert not any(a.name.startswith("_") for a in node.names), path.name
+        assert list(_private_uses_of_fast(path)) == [], path.name
+    for path in sorted((root / "fast").glob("*.py")):
+        for node, _ in _imports(path):
+            mod = node.module or ""
+            if "formats" in mod.split("."):
+                parts = mod.split(".")
+                assert not any(p.startswith("_") for p in parts), f"{path.name}: {mod}"
+                assert not any(a.name.startswith("_") for a in node.names), f"{path.name}: {mod}"
+
+
+def test_importing_the_reference_does_not_import_the_fast_path():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, coaccel.models.formats as f; "
+        "assert not any(m.startswith('coaccel.models.fast') for m in sys.modules); "
+        "assert 'numba' not in sys.modules; "
+        "import coaccel.models.fast.formats, coaccel.models.fast.hbq"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("name", [*ELEMENT_FORMATS, "int8_full"])
+def test_exact_quotient_index_equals_the_fix_up_rounding(name):
+    """The shared-exponent kernels round exact quotients by integer arithmetic on their bits;
+    it must equal the exact fix-up rounding on every grid value, midpoint and neighbour, on
+    float64 subnormals, past the maximum and on random values, for every mode and sign."""
+    from coaccel.models.formats import IntFormat
+    from coaccel.models.formats._elem import _kernel_params
+
+    fmt = IntFormat("int8_full", 8, symmetric=False) if name == "int8_full" else (
+        ELEMENT_FORMATS[name])  # fmt: skip
+    vtop, n, is_int, _, _, _, emin, mbits = _kernel_params(fmt)
+    vals = np.unique(np.abs(fmt.values()[np.isfinite(fmt.values())]))
+    mids = (vals[:-1] + vals[1:]) / 2
+    pts = np.concatenate([vals, mids, [vtop, vtop * 3, 1e300]])
+    rng = np.random.default_rng(11)
+    q = np.concatenate([
+        pts, np.nextafter(pts, 0), np.nextafter(pts, np.inf), [0.0, 5e-324, 1e-310, 2.0**-1022],
+        rng.uniform(0, vtop * 1.2, 2000), 2.0 ** rng.uniform(-40, 2, 500),
+    ])  # fmt: skip
+    for mode in range(3):
+        for neg in (False, True):
+            got = [fast._exact_quotient_index(v, vtop, mode, neg, is_int, emin, mbits) for v in q]
+            want = [
+                fast._nearest_index(v, 1.0, v, vtop, n, mode, neg, is_int, emin, mbits) for v in q
+            ]
+            assert got == want, (mode, neg)

@@ -261,3 +261,22 @@ def test_repo_scale_numba_equals_numpy_on_every_fp16_value(ceil):
     want = _hbq._repo_scale_codes(v.astype(np.float16), ceil)
     got = np.array([fast._repo_scale_code(a, ceil) for a in v])
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("preset", ["hbq-a", "hbq-e"])
+@pytest.mark.parametrize("role", ["weight", "activation", "kv"])
+def test_fused_dequantization_equals_the_reference(preset, role):
+    """``dequantize()`` of a numba-quantized tensor runs the fused kernel; it must equal the
+    reference's exact float64 values cast once, for every output dtype, ragged axis and axis."""
+    rng = np.random.default_rng(len(preset) + len(role))
+    x = (rng.standard_t(3, (6, 300)) * 2.0 ** rng.integers(-20, 20, (6, 1))).astype(np.float32)
+    for axis in (-1, 0):
+        xa = x if axis == -1 else x.T.copy()
+        a = quantize(xa, preset, role=role, backend="numpy", axis=axis)
+        b = quantize(xa, preset, role=role, backend="numba", axis=axis)
+        assert np.array_equal(a.codes, b.codes) and b.extra["backend"] == "numba"
+        for dtype in (np.float32, np.float64, np.float16):
+            with np.errstate(over="ignore"):  # float16 output: large values become Inf
+                da, db = a.dequantize(dtype), b.dequantize(dtype)
+            assert da.dtype == db.dtype and da.shape == db.shape == xa.shape
+            assert np.array_equal(da, db)

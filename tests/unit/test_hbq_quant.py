@@ -866,7 +866,8 @@ def repo_scale(amax16, div, ceil):
 
 
 def repo_elem(v16, mbit):
-    """make_fp_quant(2, mbit) as torch.compile runs it: float32 math, the +0.5004 constant."""
+    """make_fp_quant(2, mbit) as torch.compile runs it: float32 math, the +0.5004 constant, and
+    the float32 sum floored directly (the fused kernel drops the FP16 cast before the floor)."""
     a = _F32(abs(v16))
     if a == 0:
         return 0.0
@@ -878,7 +879,7 @@ def repo_elem(v16, mbit):
         mant = a / _F32(2.0**exp) * _F32(2.0**mbit)
     else:
         mant = (a / _F32(2.0**exp) - _F32(1.0)) * _F32(2.0**mbit)
-    mant = float(np.floor(_H(_F32(abs(mant)) + _F32(0.5004))))
+    mant = float(np.floor(_F32(_F32(abs(mant)) + _F32(0.5004))))
     over = mant > 2**mbit - 1 and exp != 2
     mant = min(mant, 2**mbit - 1)
     if over or promote:
@@ -982,16 +983,112 @@ def test_repo_compat_equals_literal_fp16_transcription(role, l2, bits, ub, ceil)
                 assert int(q.scheme[b, 0]) == t, (b, x[b])
 
 
-def test_repo_compat_element_rounding_hack():
-    # §1.7: the compiled path adds 0.5004 and casts to FP16 before the floor. For E2M1 in the
-    # subnormal range the mantissa is 2v, and FP16(2v + 0.5004) reaches 1.0 iff
-    # 2v + 0.5004 >= 1 - 2**-12 (the midpoint below 1.0; a tie goes to the even 1.0), i.e.
-    # 2v >= 0.499356. FP16 steps below 0.25 are 2**-13: v = 0.25 - k * 2**-13 gives
-    # 2v = 0.499756 (k=1) and 0.499512 (k=2), which round up to 0.5 where exact rounding gives 0,
-    # and 0.499268 (k=3), which stays at 0.
-    v = np.array([0.25 - 2.0**-13, 0.25 - 2 * 2.0**-13, 0.25 - 3 * 2.0**-13])
-    assert _hbq._repo_elem_mag(v, 1).tolist() == [1, 1, 0]
-    assert [repo_elem(_H(a), 1) for a in v] == [0.5, 0.5, 0.0]
+def compiled_elem_values(v: np.ndarray, mbit: int, fp16_sum: bool = False) -> np.ndarray:
+    """Independent oracle of the compiled element quantiser, vectorized over FP16 magnitudes.
+
+    It follows the fused kernel's arithmetic step by step in float32: exponent
+    ``floor(log2 |v|)`` clipped to [0, 2], mantissa ``|v| / 2**e * 2**m`` (subnormal, below
+    ``1 - 2**-(m+1)``) or ``(|v| / 2**e - 1) * 2**m``, then ``floor(float32(|mant| + 0.5004f))``,
+    the overflow to the next binade below ``emax``, the promotion to 1.0, and the value. With
+    ``fp16_sum=True`` the sum is rounded to FP16 before the floor instead (the eager-style rule),
+    to show where the two differ. Returns float64 values (exact).
+    """
+    a = np.abs(v).astype(np.float32)
+    shift = np.float32(2.0**mbit)
+    thr = np.float32(1 - 2.0 ** -(mbit + 1))
+    sub = (a < thr) & (a != 0)
+    promote = (a >= thr) & (a < 1)
+    with np.errstate(divide="ignore"):
+        e = np.clip(np.floor(np.log2(np.where(a == 0, np.float32(1), a))), 0, 2).astype(np.float32)
+    p2 = np.exp2(e).astype(np.float32)
+    mant = np.where(sub, a / p2 * shift, (a / p2 - np.float32(1)) * shift).astype(np.float32)
+    total = np.abs(mant) + np.float32(0.5004)
+    assert total.dtype == np.float32
+    if fp16_sum:
+        total = total.astype(np.float16)
+    m = np.floor(total).astype(np.float64)
+    over = (m > shift - 1) & (e != 2)
+    m = np.minimum(m, float(shift) - 1)
+    m = np.where(over | promote, 0.0, m)
+    e = np.where(over, e + 1.0, e).astype(np.float64)
+    val = np.where(sub, m / float(shift) * 2.0**e, (m / float(shift) + 1) * 2.0**e)
+    return np.where(a == 0, 0.0, val)
+
+
+def _fp16_magnitudes() -> np.ndarray:
+    """Every finite non-negative FP16 value (31744 of them), as float64."""
+    h = np.arange(0x7C00, dtype=np.uint16).view(np.float16)
+    return h.astype(np.float64)
+
+
+@pytest.mark.parametrize("mbit, fmt", [(1, E2M1), (2, E2M2)])
+def test_repo_compat_element_rounding_equals_the_compiled_kernel_on_every_fp16_magnitude(mbit, fmt):
+    from coaccel.models.fast import hbq as fast_hbq
+
+    v = _fp16_magnitudes()
+    want = compiled_elem_values(v, mbit)
+    mags = fmt.values()
+    got_numpy = mags[_hbq._repo_elem_mag(v, mbit)]
+    got_numba = mags[np.array([fast_hbq._repo_elem_mag(a, mbit) for a in v])]
+    assert np.array_equal(got_numpy, want)
+    assert np.array_equal(got_numba, want)
+    # Rounding the float32 sum to FP16 before the floor would change exactly one magnitude per
+    # format: a value just below the first subnormal midpoint, which FP16 rounds up to 1.0.
+    differ = v[compiled_elem_values(v, mbit, fp16_sum=True) != want]
+    assert differ.tolist() == [0.25 - 2.0**-12 if mbit == 1 else 0.125 - 2.0**-13]
+    assert float(want[v == differ[0]][0]) == 0.0
+
+
+@pytest.mark.parametrize("role, fmt, mbit", [("weight", E2M1, 1), ("activation", E2M2, 2)])
+@pytest.mark.parametrize("k", [0, 5, -3])
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_repo_compat_elements_at_power_of_two_scales(role, fmt, mbit, k, backend):
+    """Through ``quantize``: L1 only, each block holds ``Emax * 2**k`` so that S1 = 2**k exactly
+    and every other element ``v * 2**k`` reaches the element quantiser as the FP16 value ``v``;
+    all FP16 magnitudes ``v <= Emax`` whose scaled value is an FP16 number are covered."""
+    emax = fmt.max_value
+    v = _fp16_magnitudes()
+    v = v[v <= emax]
+    x = v * 2.0**k
+    x = x[x.astype(np.float16).astype(np.float64) == x]
+    v = x / 2.0**k
+    n_rows = -(-x.size // 127)
+    rows = np.zeros((n_rows, 128))
+    rows[:, 0] = emax * 2.0**k
+    body = np.zeros(n_rows * 127)
+    body[: x.size] = x
+    rows[:, 1:] = body.reshape(n_rows, 127)
+    signs = np.where(np.arange(rows.size).reshape(rows.shape) % 2, -1.0, 1.0)
+    q = quantize(
+        (rows * signs).astype(np.float16),
+        "hbq-a",
+        role=role,
+        l2="none",
+        rounding="repo_compat",
+        backend=backend,
+    )
+    assert np.all(q.scales == (k + 15) << 3)  # S1 = 2**k
+    got = q.dequantize_blocks()[:, 0, 1:].reshape(-1)[: x.size]
+    want = compiled_elem_values(v, mbit) * 2.0**k
+    assert np.array_equal(np.abs(got), want)
+    assert np.array_equal(np.signbit(got), (signs[:, 1:].reshape(-1)[: x.size] < 0) & (want != 0))
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_repo_compat_paper_default_activation_reproducer(backend):
+    # HBQ-A activations (E2M2, SIG-1, μB 8): S1 = E5M3(3.8613 / 17.5) = 0.21875, and with the
+    # chosen multiplier 2.5 the second element reaches the element quantiser as the FP16 value
+    # FP16(FP16(0.0683 / 0.21875) / 2.5) = 0.125 - 2**-13, just below E2M2's first subnormal
+    # midpoint. Its mantissa is 4v = 0.49951; the compiled kernel floors the float32 sum
+    # 0.49951 + 0.5004 = 0.99991 to 0, as exact rounding does (an FP16 sum would be 1.0).
+    x = np.zeros((1, 128), np.float16)
+    x[0, 0] = 3.861328125
+    x[0, 1] = 0.06829833984375
+    rc = quantize(x, "hbq-a", role="activation", rounding="repo_compat", backend=backend)
+    exact = quantize(x, "hbq-a", role="activation", backend=backend)
+    assert rc.dequantize()[0, 1] == 0.0
+    assert exact.dequantize()[0, 1] == 0.0
+    assert rc.dequantize()[0, 0] == exact.dequantize()[0, 0]
 
 
 def test_repo_compat_ceil_scale_uses_the_fp16_logarithm():
