@@ -19,8 +19,9 @@ memory traffic.
 
 This module holds kernels only: the reference (:mod:`coaccel.models.formats`) validates the
 arguments, derives the kernels' format parameters and imports this module lazily, at its
-``backend="numba"`` dispatch points. :func:`encode` is the element encoder's numba backend,
-``coaccel.models.formats.encode(..., backend="numba")``.
+``backend="numba"`` dispatch points (for example ``encode(..., backend="numba")`` runs
+:func:`encode_kernel`). It imports nothing of the reference, so the two packages never import
+each other.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import numpy.typing as npt
 from numba import njit
 
 MODE_CODES = {"rne": 0, "half_away": 1, "half_up": 2, "ceil": 3, "floor": 4}
@@ -236,33 +236,6 @@ def encode_kernel(x, s, vtop, n, mode, is_int, bits, kpos, kneg, emin, mbits, sa
     return out, status
 
 
-def encode(
-    x: npt.ArrayLike,
-    fmt: object,
-    *,
-    rounding: str = "rne",
-    scale: npt.ArrayLike = 1.0,
-    saturate: bool = True,
-) -> npt.NDArray[np.uint8]:
-    """numba version of :func:`coaccel.models.formats.encode` (same arguments, results, errors).
-
-    Args:
-        x: real values, any shape.
-        fmt: element format or its name.
-        rounding: ``"rne"``, ``"half_away"`` or ``"half_up"``.
-        scale: float64 > 0 broadcastable to ``x`` (same limits as the reference).
-        saturate: clamp overflow to ±max (True) or use the format's Inf/NaN code.
-
-    Returns:
-        uint8 codes of the broadcast shape.
-    """
-    from ..formats import encode as reference_encode
-
-    return reference_encode(
-        x, fmt, rounding=rounding, scale=scale, saturate=saturate, backend="numba"
-    )
-
-
 @njit(cache=True)
 def shared_exp_kernel(x, block, emax, x_lo, x_hi, clip_hi, elem_shift, vtop, n, mode, is_int,
                       bits, kpos, kneg, emin, mbits):  # fmt: skip
@@ -442,7 +415,6 @@ __all__ = [
     "absmax_scale_kernel",
     "block_amax_kernel",
     "dequant_kernel",
-    "encode",
     "encode_kernel",
     "shared_exp_kernel",
 ]

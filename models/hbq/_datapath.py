@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ..formats._hbq import L2_ALIASES, L2_TABLES
+from ..formats import L2_ALIASES, L2_TABLES
 from ._fp import bit_length, round_scaled
 
 __all__ = [
