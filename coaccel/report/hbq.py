@@ -34,6 +34,7 @@ __all__ = [
     "plot_area",
     "plot_energy",
     "plot_pe",
+    "validation_summary",
     "write_cost_report",
     "write_validation_report",
 ]
@@ -41,6 +42,7 @@ __all__ = [
 VALIDATION_CSV_COLUMNS = (
     "group",
     "target",
+    "fit",
     "ours",
     "ours_sigma",
     "ours_loo",
@@ -52,11 +54,15 @@ VALIDATION_CSV_COLUMNS = (
     "as_paper_error_pct",
     "tolerance_pct",
     "status",
+    "loo_status",
     "source",
     "note",
 )
-"""Columns of ``hbq_validation.csv`` (``ours_sigma`` one sigma; ``ours_loo`` the leave-one-out
-prediction of a PE fit point; empty cells where a column does not apply)."""
+"""Columns of ``hbq_validation.csv``: ``fit`` is ``fitted`` (the PE model was fitted on the
+paper's figure, or on the points it is computed from: agreement is in sample) or ``predicted``
+(not used in any fit); ``ours_sigma`` one sigma; ``ours_loo`` the leave-one-out prediction of a
+fitted row (the model refitted without its points) and ``loo_status`` that prediction judged
+against the same tolerance; empty cells where a column does not apply."""
 
 COST_CSV_COLUMNS = (
     "arch",
@@ -92,6 +98,7 @@ def _target_cells(t: Target) -> list[str]:
     return [
         t.group,
         t.name,
+        t.fit,
         _num(t.ours),
         _num(t.ours_sigma, 2),
         _num(t.ours_loo),
@@ -103,6 +110,7 @@ def _target_cells(t: Target) -> list[str]:
         _num(t.as_paper_error_pct, 3),
         "" if t.tolerance_pct is None else f"{t.tolerance_pct:g}",
         t.status,
+        t.loo_status,
         " ".join(t.source.split()),
         " ".join(t.note.split()),
     ]
@@ -110,6 +118,7 @@ def _target_cells(t: Target) -> list[str]:
 
 _MD_HEADERS = {
     "target": "target",
+    "fit": "fitted / predicted",
     "ours": "ours",
     "ours_sigma": "1 sigma",
     "ours_loo": "ours LOO",
@@ -121,11 +130,52 @@ _MD_HEADERS = {
     "as_paper_error_pct": "error %, as [R-PM] counts",
     "tolerance_pct": "tol. %",
     "status": "status",
+    "loo_status": "LOO status",
     "note": "note",
 }
 """Markdown header of each CSV column the Markdown tables show (not group and source)."""
 
 _AS_PAPER_COLUMNS = ("ours_as_paper", "as_paper_error_pct")
+_LOO_COLUMNS = ("ours_loo", "loo_error_pct", "loo_status")
+
+
+def _status_counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+
+
+def validation_summary(v: Validation) -> str:
+    """The status counts, predicted and fitted rows apart, and how the fitted rows fare
+    when the model is refitted without them (leave-one-out).
+
+    Args:
+        v: the validation.
+
+    Returns:
+        One line, e.g. ``predicted: 20 ok, 13 differs; fitted (in sample): 40 ok;
+        leave-one-out of the fitted rows: 38 within tolerance (largest |error| 3.0 %), 2 outside
+        (HBQ-A PE energy -23.9 %, ...)``.
+    """
+    by_fit = v.counts_by_fit()
+    parts = []
+    if "predicted" in by_fit:
+        parts.append(f"predicted: {_status_counts(by_fit['predicted'])}")
+    if "fitted" in by_fit:
+        parts.append(f"fitted (in sample): {_status_counts(by_fit['fitted'])}")
+    judged = [t for t in v.targets if t.fit == "fitted" and t.loo_status]
+    if judged:
+        outside = v.loo_outside()
+        within = len(judged) - len(outside)
+        text = f"leave-one-out of the fitted rows: {within} within tolerance"
+        if within:
+            text += f" (largest |error| {v.loo_max_abs_error_pct():.1f} %)"
+        if outside:
+            text += (
+                f", {len(outside)} outside ("
+                + ", ".join(f"{t.name} {t.loo_error_pct:+.1f} %" for t in outside)
+                + ")"
+            )
+        parts.append(text)
+    return "; ".join(parts)
 
 
 def _md_escape(text: str) -> str:
@@ -154,15 +204,29 @@ def format_validation_table(v: Validation) -> str:
             continue
         body = []
         as_paper = any(not math.isnan(t.ours_as_paper) for t in rows)
+        has_loo = any(not math.isnan(t.ours_loo) for t in rows)
         for t in rows:
             err = "" if math.isnan(t.error_pct) else f"{t.error_pct:+.1f}%"
             sig = "" if math.isnan(t.ours_sigma) else f"±{_num(t.ours_sigma, 2)}"
-            row = [t.name, f"{_num(t.ours)} {sig}".strip(), _num(t.paper), t.unit, err, t.status]
+            row = [
+                t.name,
+                t.fit,
+                f"{_num(t.ours)} {sig}".strip(),
+                _num(t.paper),
+                t.unit,
+                err,
+                t.status,
+            ]
+            if has_loo:
+                e3 = "" if math.isnan(t.loo_error_pct) else f" ({t.loo_error_pct:+.1f}%)"
+                row.append(f"{_num(t.ours_loo)}{e3} {t.loo_status}".strip())
             if as_paper:
                 e2 = "" if math.isnan(t.as_paper_error_pct) else f" ({t.as_paper_error_pct:+.1f}%)"
                 row.append(f"{_num(t.ours_as_paper)}{e2}")
             body.append(row)
-        headers = ["target", "ours (1 sigma)", "paper", "unit", "error", "status"]
+        headers = ["target", "fit", "ours (1 sigma)", "paper", "unit", "error", "status"]
+        if has_loo:
+            headers.append("leave-one-out (error) status")
         if as_paper:
             headers.append("ours as [R-PM] counts (error)")
         widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(headers)]
@@ -177,8 +241,7 @@ def format_validation_table(v: Validation) -> str:
             who = names[0] if len(names) == 1 else f"{len(names)} rows above"
             lines.append(f"  why ({who}): {note}")
         blocks.append("\n".join(lines))
-    counts = ", ".join(f"{n} {k}" for k, n in sorted(v.counts().items()))
-    blocks.append(f"targets: {counts}")
+    blocks.append(f"targets: {validation_summary(v)}")
     return "\n\n".join(blocks)
 
 
@@ -202,8 +265,16 @@ def write_validation_report(v: Validation, out_dir: str | Path) -> list[Path]:
             w.writerow(_target_cells(t))
     md = ["# HBQ validation: our models vs the paper", ""]
     md += [f"- {n}" for n in v.notes]
-    counts = ", ".join(f"{n} {k}" for k, n in sorted(v.counts().items()))
-    md += ["", f"Targets: {counts}.", ""]
+    md += [
+        "",
+        f"Targets: {validation_summary(v)}.",
+        "",
+        "*fitted*: the PE model was fitted on the paper's figure (or on the points it is "
+        "computed from), so agreement is in sample; the leave-one-out columns show the model "
+        "refitted without those points. *predicted*: the paper's figure was not used in any "
+        "fit.",
+        "",
+    ]
     for group, title in _GROUP_TITLES.items():
         rows = v.select(group)
         if not rows:
@@ -211,7 +282,12 @@ def write_validation_report(v: Validation, out_dir: str | Path) -> list[Path]:
         md += [f"## {title}", ""]
         # the [R-PM]-accounting pair only where the group has it
         has_as_paper = any(not math.isnan(t.ours_as_paper) for t in rows)
-        cols = [c for c in _MD_HEADERS if has_as_paper or c not in _AS_PAPER_COLUMNS]
+        has_loo = any(not math.isnan(t.ours_loo) for t in rows)
+        cols = [
+            c
+            for c in _MD_HEADERS
+            if (has_as_paper or c not in _AS_PAPER_COLUMNS) and (has_loo or c not in _LOO_COLUMNS)
+        ]
         keep = [VALIDATION_CSV_COLUMNS.index(c) for c in cols]
         md.append(
             _md_table(
