@@ -589,7 +589,9 @@ def system_energy_targets(
                 f"DRAM GB simulated vs [R-PM] by its terms: {gb}; with no [R-PM] term: "
                 f"down_proj input re-reads {terms['down_proj_input'] / 1e9:.2f}, LM head "
                 f"activations {terms['lm_head_acts'] / 1e9:.2f} "
-                f"(= {unmodelled * j_per_byte:.3f} J, left out of ours_as_paper)"
+                f"(= {unmodelled * j_per_byte:.3f} J, left out of ours_as_paper). Not in "
+                f"[R-PM] nor in ours: partial-sum logic {cb.energy_j['psum_logic']:.3f} J "
+                f"({arch.psum.mode} accumulate), leakage {cb.energy_j['leakage']:.3f} J"
             )
             targets.append(
                 Target(
