@@ -901,7 +901,8 @@ def validate_hbq(
         mode: simulator mode of the system-energy rows (default ``"cycle"``: the reference
             traces through the cycle-approximate engine, about 0.3 s per 2K-token run).
         speedup_mode: simulator mode of the speedup rows (default ``"analytical"``: 75 runs up
-            to 16K tokens; the analytical mode is within 5 % of the cycle mode, docs/hbq_sim.md).
+            to 16K tokens; on the prefills of these five architectures the analytical mode's
+            cycles are within 0.1 % of the cycle mode's, docs/hbq_sim.md).
         system: include the simulated rows (False: PE and claim rows only, no simulator).
         simulate: simulator override (tests).
         models: models of the simulated rows.
