@@ -125,7 +125,7 @@ def _data_caption(result: QuantStudyResult, source: str, data: str) -> str:
                 f", Student-t df {syn.student_t_df:g} with {syn.outlier_channels} outlier "
                 f"channels x{syn.outlier_scale_min:g}-{syn.outlier_scale_max:g}"
             )
-        what += f"; seed {cfg.seed}."
+        what += f"; seed {cfg.seed} (the config's, with which coaccel quant seeds numpy)."
     return (
         f"Source: coaccel quant (coaccel.studies.quant), {source} / {data}. {what} HBQ partial "
         f"sums: {cfg.psum_mode}. SQNR = 10 log10(sum x^2 / sum (q(x) - x)^2) against float32; "
