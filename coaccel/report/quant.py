@@ -255,10 +255,7 @@ def cosine_figure(result: QuantStudyResult, source: str, data: str) -> Figure | 
     ax.set_xticks(x, [f"{r.format}\n{_bits_label(r)}" for r in rows], fontsize=7)
     ax.set_xlabel(_FORMAT_AXIS, fontsize=8)
     ax.set_ylabel("1 − cosine similarity vs float (lower is better)")
-    ax.set_title(
-        f"{data}: sentence embeddings, all 36 linear layers quantized (W and A), {n} sentences",
-        fontsize=9,
-    )
+    ax.set_title(f"{data}: sentence-embedding error, {n} sentences", fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
     _legend(fig, ax)
