@@ -13,8 +13,9 @@ uncertainty and its source (:class:`CostBreakdown`). The HBQ ASIC's components:
 ``act_buffer``  bits moved x SRAM energy per bit at the buffer's bank depth
 ``wgt_buffer``  same, weight buffer
 ``psum_buffer`` same, partial-sum buffer (read-modify-write)
-``psum_logic``  partial-sum updates x the ACCUM logic energy (MXINT8 quantiser, dequantiser,
-                FP16 adders; §2.3 power report)
+``psum_logic``  partial-sum updates x the update energy of the design's partial-sum logic
+                (MXINT8: quantiser, dequantiser, FP16 adders, §2.3 power report; FP16/FP32:
+                one FP adder per lane, ``system_28nm.yaml``)
 ``dram``        bytes moved (from the simulated traces) x ``DramConfig.energy_pj_per_byte``
 ``leakage``     total area x leakage power density x run time
 ============== ============================================================================
@@ -301,8 +302,17 @@ def _price_area(pc: PricedComponents, node_nm: float) -> tuple[dict, dict, dict,
     return area, sigma, sources, points[0]
 
 
-_LOGIC_KEYS = {"psum_mxint8": "psum_logic"}
-"""Logic kind -> the prefix of its figures in ``system_28nm.yaml``."""
+_LOGIC_KEYS = {
+    "psum_mxint8_running": "psum_mxint8",
+    "psum_mxint8_group": "psum_mxint8",
+    "psum_mxint8": "psum_mxint8",
+    "psum_fp16": "psum_fp16",
+    "psum_fp32": "psum_fp32",
+}
+"""Logic kind -> the prefix of its figures in ``system_28nm.yaml``
+(``<prefix>_area_um2_per_lane``, ``<prefix>_update_energy_pj``). Partial-sum logic is named
+by the partial-sum mode it serves: both MXINT8 modes use the same quantiser, dequantiser and
+FP16 adders; ``fp16`` / ``fp32`` accumulate with one FP adder per lane."""
 
 
 def _logic_entry(t: Any, g: LogicUse, what: str) -> Any:
@@ -311,8 +321,7 @@ def _logic_entry(t: Any, g: LogicUse, what: str) -> Any:
         raise CoaccelError(
             f"{g.name}: no cost figures for logic {g.logic!r}; known: {', '.join(_LOGIC_KEYS)}"
         )
-    key = f"{prefix}_{what}" if what != "update_energy_pj" else "psum_update_energy_pj"
-    return t[key]
+    return t[f"{prefix}_{what}"]
 
 
 def price(pc: PricedComponents, node_nm: float = 28) -> CostBreakdown:

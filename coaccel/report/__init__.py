@@ -1,14 +1,18 @@
 """Reports: the only layer that formats, writes files or plots (CSV, PNG, text tables).
 
 * :mod:`.quant`: the quantization accuracy study (``coaccel quant``).
+* :mod:`.hbq`: the HBQ validation table and the area/energy report (``coaccel validate hbq``,
+  ``coaccel report``).
 """
 
 from .quant import (
     CSV_COLUMNS,
     CSV_NAME,
+    cosine_figure,
     format_quant_table,
     plot_quant_cosine,
     plot_quant_sqnr,
+    sqnr_figure,
     write_quant_csv,
     write_quant_report,
 )
@@ -16,9 +20,11 @@ from .quant import (
 __all__ = [
     "CSV_COLUMNS",
     "CSV_NAME",
+    "cosine_figure",
     "format_quant_table",
     "plot_quant_cosine",
     "plot_quant_sqnr",
+    "sqnr_figure",
     "write_quant_csv",
     "write_quant_report",
 ]

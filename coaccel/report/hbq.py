@@ -13,18 +13,20 @@ formats, writes and plots. Files:
 
 from __future__ import annotations
 
+import base64
 import csv
 import html
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ..cost import CostBreakdown
 from ..validate.hbq import Target, Validation
+from ._style import OKABE_ITO, TOL_MUTED, display_arch, new_figure, save_figure
 
 __all__ = [
     "COST_CSV_COLUMNS",
@@ -34,6 +36,7 @@ __all__ = [
     "plot_area",
     "plot_energy",
     "plot_pe",
+    "validation_summary",
     "write_cost_report",
     "write_validation_report",
 ]
@@ -41,6 +44,7 @@ __all__ = [
 VALIDATION_CSV_COLUMNS = (
     "group",
     "target",
+    "fit",
     "ours",
     "ours_sigma",
     "ours_loo",
@@ -52,11 +56,15 @@ VALIDATION_CSV_COLUMNS = (
     "as_paper_error_pct",
     "tolerance_pct",
     "status",
+    "loo_status",
     "source",
     "note",
 )
-"""Columns of ``hbq_validation.csv`` (``ours_sigma`` one sigma; ``ours_loo`` the leave-one-out
-prediction of a PE fit point; empty cells where a column does not apply)."""
+"""Columns of ``hbq_validation.csv``: ``fit`` is ``fitted`` (the PE model was fitted on the
+paper's figure, or on the points it is computed from: agreement is in sample) or ``predicted``
+(not used in any fit); ``ours_sigma`` one sigma; ``ours_loo`` the leave-one-out prediction of a
+fitted row (the model refitted without its points) and ``loo_status`` that prediction judged
+against the same tolerance; empty cells where a column does not apply."""
 
 COST_CSV_COLUMNS = (
     "arch",
@@ -92,6 +100,7 @@ def _target_cells(t: Target) -> list[str]:
     return [
         t.group,
         t.name,
+        t.fit,
         _num(t.ours),
         _num(t.ours_sigma, 2),
         _num(t.ours_loo),
@@ -103,6 +112,7 @@ def _target_cells(t: Target) -> list[str]:
         _num(t.as_paper_error_pct, 3),
         "" if t.tolerance_pct is None else f"{t.tolerance_pct:g}",
         t.status,
+        t.loo_status,
         " ".join(t.source.split()),
         " ".join(t.note.split()),
     ]
@@ -110,6 +120,7 @@ def _target_cells(t: Target) -> list[str]:
 
 _MD_HEADERS = {
     "target": "target",
+    "fit": "fitted / predicted",
     "ours": "ours",
     "ours_sigma": "1 sigma",
     "ours_loo": "ours LOO",
@@ -121,11 +132,52 @@ _MD_HEADERS = {
     "as_paper_error_pct": "error %, as [R-PM] counts",
     "tolerance_pct": "tol. %",
     "status": "status",
+    "loo_status": "LOO status",
     "note": "note",
 }
 """Markdown header of each CSV column the Markdown tables show (not group and source)."""
 
 _AS_PAPER_COLUMNS = ("ours_as_paper", "as_paper_error_pct")
+_LOO_COLUMNS = ("ours_loo", "loo_error_pct", "loo_status")
+
+
+def _status_counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+
+
+def validation_summary(v: Validation) -> str:
+    """The status counts, predicted and fitted rows apart, and how the fitted rows fare
+    when the model is refitted without them (leave-one-out).
+
+    Args:
+        v: the validation.
+
+    Returns:
+        One line, e.g. ``predicted: 20 ok, 13 differs; fitted (in sample): 40 ok;
+        leave-one-out of the fitted rows: 38 within tolerance (largest |error| 3.0 %), 2 outside
+        (HBQ-A PE energy -23.9 %, ...)``.
+    """
+    by_fit = v.counts_by_fit()
+    parts = []
+    if "predicted" in by_fit:
+        parts.append(f"predicted: {_status_counts(by_fit['predicted'])}")
+    if "fitted" in by_fit:
+        parts.append(f"fitted (in sample): {_status_counts(by_fit['fitted'])}")
+    judged = [t for t in v.targets if t.fit == "fitted" and t.loo_status]
+    if judged:
+        outside = v.loo_outside()
+        within = len(judged) - len(outside)
+        text = f"leave-one-out of the fitted rows: {within} within tolerance"
+        if within:
+            text += f" (largest |error| {v.loo_max_abs_error_pct():.1f} %)"
+        if outside:
+            text += (
+                f", {len(outside)} outside ("
+                + ", ".join(f"{t.name} {t.loo_error_pct:+.1f} %" for t in outside)
+                + ")"
+            )
+        parts.append(text)
+    return "; ".join(parts)
 
 
 def _md_escape(text: str) -> str:
@@ -154,15 +206,29 @@ def format_validation_table(v: Validation) -> str:
             continue
         body = []
         as_paper = any(not math.isnan(t.ours_as_paper) for t in rows)
+        has_loo = any(not math.isnan(t.ours_loo) for t in rows)
         for t in rows:
             err = "" if math.isnan(t.error_pct) else f"{t.error_pct:+.1f}%"
             sig = "" if math.isnan(t.ours_sigma) else f"±{_num(t.ours_sigma, 2)}"
-            row = [t.name, f"{_num(t.ours)} {sig}".strip(), _num(t.paper), t.unit, err, t.status]
+            row = [
+                t.name,
+                t.fit,
+                f"{_num(t.ours)} {sig}".strip(),
+                _num(t.paper),
+                t.unit,
+                err,
+                t.status,
+            ]
+            if has_loo:
+                e3 = "" if math.isnan(t.loo_error_pct) else f" ({t.loo_error_pct:+.1f}%)"
+                row.append(f"{_num(t.ours_loo)}{e3} {t.loo_status}".strip())
             if as_paper:
                 e2 = "" if math.isnan(t.as_paper_error_pct) else f" ({t.as_paper_error_pct:+.1f}%)"
                 row.append(f"{_num(t.ours_as_paper)}{e2}")
             body.append(row)
-        headers = ["target", "ours (1 sigma)", "paper", "unit", "error", "status"]
+        headers = ["target", "fit", "ours (1 sigma)", "paper", "unit", "error", "status"]
+        if has_loo:
+            headers.append("leave-one-out (error) status")
         if as_paper:
             headers.append("ours as [R-PM] counts (error)")
         widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(headers)]
@@ -177,8 +243,7 @@ def format_validation_table(v: Validation) -> str:
             who = names[0] if len(names) == 1 else f"{len(names)} rows above"
             lines.append(f"  why ({who}): {note}")
         blocks.append("\n".join(lines))
-    counts = ", ".join(f"{n} {k}" for k, n in sorted(v.counts().items()))
-    blocks.append(f"targets: {counts}")
+    blocks.append(f"targets: {validation_summary(v)}")
     return "\n\n".join(blocks)
 
 
@@ -202,8 +267,16 @@ def write_validation_report(v: Validation, out_dir: str | Path) -> list[Path]:
             w.writerow(_target_cells(t))
     md = ["# HBQ validation: our models vs the paper", ""]
     md += [f"- {n}" for n in v.notes]
-    counts = ", ".join(f"{n} {k}" for k, n in sorted(v.counts().items()))
-    md += ["", f"Targets: {counts}.", ""]
+    md += [
+        "",
+        f"Targets: {validation_summary(v)}.",
+        "",
+        "*fitted*: the PE model was fitted on the paper's figure (or on the points it is "
+        "computed from), so agreement is in sample; the leave-one-out columns show the model "
+        "refitted without those points. *predicted*: the paper's figure was not used in any "
+        "fit.",
+        "",
+    ]
     for group, title in _GROUP_TITLES.items():
         rows = v.select(group)
         if not rows:
@@ -211,7 +284,12 @@ def write_validation_report(v: Validation, out_dir: str | Path) -> list[Path]:
         md += [f"## {title}", ""]
         # the [R-PM]-accounting pair only where the group has it
         has_as_paper = any(not math.isnan(t.ours_as_paper) for t in rows)
-        cols = [c for c in _MD_HEADERS if has_as_paper or c not in _AS_PAPER_COLUMNS]
+        has_loo = any(not math.isnan(t.ours_loo) for t in rows)
+        cols = [
+            c
+            for c in _MD_HEADERS
+            if (has_as_paper or c not in _AS_PAPER_COLUMNS) and (has_loo or c not in _LOO_COLUMNS)
+        ]
         keep = [VALIDATION_CSV_COLUMNS.index(c) for c in cols]
         md.append(
             _md_table(
@@ -298,42 +376,50 @@ def cost_rows(breakdowns: Sequence[CostBreakdown]) -> list[dict[str, object]]:
     return rows
 
 
-def _save(fig: Figure, base: Path) -> list[Path]:
-    FigureCanvasAgg(fig)
-    png, svg = base.with_suffix(".png"), base.with_suffix(".svg")
-    fig.savefig(png, format="png", dpi=110)
-    fig.savefig(svg, format="svg")
-    return [png, svg]
+_SYSTEM_COLORS = {
+    "pe_array": OKABE_ITO[0],  # blue
+    "act_buffer": OKABE_ITO[4],  # sky blue
+    "wgt_buffer": OKABE_ITO[2],  # bluish green
+    "psum_buffer": OKABE_ITO[6],  # yellow
+    "psum_logic": OKABE_ITO[5],  # vermillion
+    "dram": OKABE_ITO[3],  # reddish purple
+    "leakage": "#999999",  # grey: an overhead, not a unit
+}
+"""Accelerator components (area and energy charts): the Okabe-Ito colours."""
+
+_PE_COLORS = dict(
+    zip(
+        (
+            "multiplier",
+            "adder_tree",
+            "mac_datapath",
+            "timing_upsizing",
+            "operand_registers",
+            "dequant",
+            "accumulate",
+            "l2_scaling",
+            "fp_reduction_depth",
+            "pe_family_offset",
+        ),
+        TOL_MUTED,
+        strict=True,
+    )
+) | {"published PE": "#666666"}
+"""PE-model parts (PE chart): Paul Tol's muted colours; a published whole-PE figure in grey."""
+
+_COMPONENT_ORDER = (*_SYSTEM_COLORS, *_PE_COLORS)
 
 
-_COMPONENT_ORDER = (
-    "pe_array",
-    "act_buffer",
-    "wgt_buffer",
-    "psum_buffer",
-    "psum_logic",
-    "dram",
-    "leakage",
-    "multiplier",
-    "adder_tree",
-    "mac_datapath",
-    "timing_upsizing",
-    "operand_registers",
-    "dequant",
-    "accumulate",
-    "l2_scaling",
-    "fp_reduction_depth",
-    "pe_family_offset",
-    "published PE",
-)
+def _color(name: str) -> str:
+    """One colour per component name in every chart."""
+    if name in _SYSTEM_COLORS:
+        return _SYSTEM_COLORS[name]
+    if name in _PE_COLORS:
+        return _PE_COLORS[name]
+    return "#BBBBBB"
 
 
-def _color(name: str) -> tuple[float, float, float, float]:
-    # One color per component name in every chart (tab20 has 20 distinct colors).
-    from matplotlib import colormaps
-
-    i = _COMPONENT_ORDER.index(name) if name in _COMPONENT_ORDER else len(_COMPONENT_ORDER)
-    return colormaps["tab20"](i % 20)
+_SIGMA_LABEL = "1 sigma (total)"
 
 
 def _stacked(ax, labels: list[str], parts: dict[str, list[float]], errs: list[float]) -> None:
@@ -343,14 +429,34 @@ def _stacked(ax, labels: list[str], parts: dict[str, list[float]], errs: list[fl
         v = np.asarray(vals, dtype=np.float64)
         if not v.any():
             continue
-        ax.bar(x, v, 0.6, bottom=bottom, label=comp, color=_color(comp))
+        ax.bar(x, v, 0.6, bottom=bottom, label=comp, color=_color(comp), edgecolor="white", lw=0.4)
         bottom += v
     ax.errorbar(
-        x, bottom, yerr=errs, fmt="none", ecolor="black", capsize=3, lw=0.8, label="1 sigma (total)"
+        x, bottom, yerr=errs, fmt="none", ecolor="black", capsize=3, lw=0.8, label=_SIGMA_LABEL
     )
-    ax.set_xticks(x, labels, fontsize=7, rotation=35, ha="right")
+    ax.set_xticks(x, labels, fontsize=7, rotation=30, ha="right")
+    ax.set_xlabel("architecture", fontsize=8)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=6, ncol=2)
+    ax.set_axisbelow(True)
+
+
+def _legend(fig: Figure, axes: Sequence[Any]) -> None:
+    """One legend for the whole figure, to the right of the axes (it covers no data)."""
+    handles: dict[str, Any] = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(lab, h)
+    # components in stacking order, the error bar last
+    handles = dict(sorted(handles.items(), key=lambda kv: kv[0] == _SIGMA_LABEL))
+    fig.legend(
+        list(handles.values()),
+        list(handles),
+        loc="outside right upper",
+        fontsize=7,
+        title="component",
+        title_fontsize=7,
+        frameon=False,
+    )
 
 
 def _archs(breakdowns: Sequence[CostBreakdown]) -> list[CostBreakdown]:
@@ -360,22 +466,73 @@ def _archs(breakdowns: Sequence[CostBreakdown]) -> list[CostBreakdown]:
     return list(seen.values())
 
 
+def _node(breakdowns: Sequence[CostBreakdown]) -> float:
+    nodes = {cb.node_nm for cb in breakdowns}
+    if len(nodes) != 1:
+        raise ValueError(
+            "one report is for one technology node; got breakdowns at "
+            + ", ".join(f"{n:g} nm" for n in sorted(nodes))
+        )
+    return nodes.pop()
+
+
+def _cost_caption(breakdowns: Sequence[CostBreakdown], what: str, runs: bool) -> str:
+    """Where a cost chart's numbers come from: model files, node, workloads, simulator mode."""
+    node = _node(breakdowns)
+    archs = ", ".join(display_arch(cb.arch) for cb in _archs(breakdowns))
+    text = (
+        f"{what}. Source: coaccel cost model (docs/cost_model.md): PE model fitted to "
+        "arch_configs/cost/pe_calibration_28nm.yaml, SRAM model sram_28nm.yaml, accelerator "
+        f"figures system_28nm.yaml; {node:g} nm"
+        + (" (28 nm figures scaled with tech_scaling.yaml)" if node != 28 else "")
+        + f". Architectures: {archs} (arch_configs/hbq_asic/)."
+    )
+    if runs:
+        sel = [cb for cb in breakdowns if cb.energy_j]
+        workloads = ", ".join(dict.fromkeys(cb.workload for cb in sel))
+        modes = ", ".join(sorted({cb.sim_mode for cb in sel if cb.sim_mode}))
+        text += (
+            f" Workloads: {workloads}; HBQ ASIC simulator, mode {modes or 'n/a'}; DRAM bytes "
+            "from the simulated traces."
+        )
+    return text + (
+        " Error bars: one sigma of the total (components independent). Deterministic: no "
+        "random seed."
+    )
+
+
+def _captions(breakdowns: Sequence[CostBreakdown]) -> dict[str, str]:
+    """The caption of each cost chart, by file stem (the charts and the pages use them)."""
+    published = [display_arch(cb.arch) for cb in _archs(breakdowns) if cb.pe.model is None]
+    return {
+        "cost_area": _cost_caption(breakdowns, "Accelerator area by component", runs=False),
+        "cost_energy": _cost_caption(breakdowns, "Energy by component per workload run", runs=True),
+        "cost_pe": _cost_caption(breakdowns, "PE area and energy per MAC by part", runs=False)
+        + (
+            f" {', '.join(published)}: published per-MAC figures (system_28nm.yaml), one segment."
+            if published
+            else ""
+        ),
+    }
+
+
 def plot_area(breakdowns: Sequence[CostBreakdown], out_dir: str | Path) -> list[Path]:
     """Stacked bars of area by component, one bar per architecture (``cost_area``)."""
     archs = _archs(breakdowns)
+    node = _node(breakdowns)
     comps = list(dict.fromkeys(k for cb in archs for k in cb.area_um2))
-    fig = Figure(figsize=(max(6.0, 1.2 * len(archs) + 3), 4.5))
+    fig = new_figure(max(7.0, 1.0 * len(archs) + 4.5), 4.2, _captions(breakdowns)["cost_area"])
     ax = fig.add_subplot()
     _stacked(
         ax,
-        [cb.arch for cb in archs],
+        [display_arch(cb.arch) for cb in archs],
         {c: [cb.area_um2.get(c, 0.0) / 1e6 for cb in archs] for c in comps},
         [cb.total_area_sigma_um2 / 1e6 for cb in archs],
     )
-    ax.set_ylabel("area (mm², 28 nm unless stated)")
-    ax.set_title(f"Accelerator area by component ({archs[0].node_nm:g} nm)", fontsize=9)
-    fig.tight_layout()
-    return _save(fig, Path(out_dir) / "cost_area")
+    ax.set_ylabel("area (mm²)")
+    ax.set_title(f"Accelerator area by component, {node:g} nm", fontsize=9)
+    _legend(fig, [ax])
+    return save_figure(fig, Path(out_dir) / "cost_area")
 
 
 def plot_energy(breakdowns: Sequence[CostBreakdown], out_dir: str | Path) -> list[Path]:
@@ -384,39 +541,41 @@ def plot_energy(breakdowns: Sequence[CostBreakdown], out_dir: str | Path) -> lis
     runs = [cb for cb in breakdowns if cb.energy_j]
     if not runs:
         return []
+    node = _node(runs)
     comps = list(dict.fromkeys(k for cb in runs for k in cb.energy_j))
     workloads = list(dict.fromkeys(cb.workload for cb in runs))
     n_arch = max(sum(1 for cb in runs if cb.workload == w) for w in workloads)
-    fig = Figure(figsize=(max(6.0, len(workloads) * (0.55 * n_arch + 1.0) + 1.5), 4.8))
+    fig = new_figure(
+        max(7.0, len(workloads) * (0.55 * n_arch + 1.0) + 3.0),
+        4.6,
+        _captions(breakdowns)["cost_energy"],
+    )
     axes = fig.subplots(1, len(workloads), sharey=True, squeeze=False)[0]
     for ax, w in zip(axes, workloads, strict=True):
         sel = [cb for cb in runs if cb.workload == w]
         _stacked(
             ax,
-            [cb.arch for cb in sel],
+            [display_arch(cb.arch) for cb in sel],
             {c: [cb.energy_j.get(c, 0.0) for cb in sel] for c in comps},
             [cb.total_energy_sigma_j for cb in sel],
         )
         ax.set_title(w, fontsize=8)
-        if ax is not axes[-1]:
-            legend = ax.get_legend()
-            if legend is not None:
-                legend.remove()
     axes[0].set_ylabel("energy per run (J)")
-    fig.suptitle(
-        "Energy by component per workload run (error bar: 1 sigma of the total)", fontsize=9
-    )
-    fig.tight_layout()
-    return _save(fig, Path(out_dir) / "cost_energy")
+    fig.suptitle(f"Energy by component per workload run, {node:g} nm", fontsize=9)
+    _legend(fig, axes)
+    return save_figure(fig, Path(out_dir) / "cost_energy")
 
 
 def plot_pe(breakdowns: Sequence[CostBreakdown], out_dir: str | Path) -> list[Path]:
     """Per-MAC PE area and energy by PE component (PE-model architectures; published PEs as
     one bar segment)."""
     archs = _archs(breakdowns)
-    fig = Figure(figsize=(max(8.0, 2.2 * len(archs) + 3), 4.5))
-    for j, (attr, unit) in enumerate((("area", "um²/MAC"), ("energy", "fJ/MAC"))):
+    node = _node(breakdowns)
+    fig = new_figure(max(9.0, 2.0 * len(archs) + 5.0), 4.4, _captions(breakdowns)["cost_pe"])
+    axes = []
+    for j, (attr, unit) in enumerate((("area", "µm²/MAC"), ("energy", "fJ/MAC"))):
         ax = fig.add_subplot(1, 2, j + 1)
+        axes.append(ax)
         parts: dict[str, list[float]] = {}
         for i, cb in enumerate(archs):
             m = cb.pe.model
@@ -435,11 +594,12 @@ def plot_pe(breakdowns: Sequence[CostBreakdown], out_dir: str | Path) -> list[Pa
             cb.pe.area_sigma_um2_per_mac if attr == "area" else cb.pe.energy_sigma_fj_per_mac
             for cb in archs
         ]
-        _stacked(ax, [cb.arch for cb in archs], parts, errs)
-        ax.set_ylabel(f"PE {attr} ({unit})")
-    fig.suptitle("PE per MAC by component (PE model; Amove/WoQ published)", fontsize=9)
-    fig.tight_layout()
-    return _save(fig, Path(out_dir) / "cost_pe")
+        _stacked(ax, [display_arch(cb.arch) for cb in archs], parts, errs)
+        ax.set_ylabel(f"PE {attr} per MAC ({unit})")
+        ax.set_title(f"PE {attr}", fontsize=8)
+    fig.suptitle(f"PE per MAC by part, {node:g} nm", fontsize=9)
+    _legend(fig, axes)
+    return save_figure(fig, Path(out_dir) / "cost_pe")
 
 
 def _fmt_val(v: float, sigma: float) -> tuple[str, str]:
@@ -572,9 +732,11 @@ def write_cost_report(
             )
     paths.append(csv_path)
     title, note_list, secs = _sections(breakdowns, title, notes)
-    images = [p.name for p in paths if p.suffix == ".svg"]
+    captions = _captions(breakdowns)
+    pngs = [p for p in paths if p.suffix == ".png"]
     md = [f"# {title}", ""] + [f"- {n}" for n in note_list] + [""]
-    md += [f"![{Path(i).stem}]({Path(i).with_suffix('.png').name})" for i in images] + [""]
+    for png in pngs:
+        md += [f"![{png.stem}]({png.name})", "", f"*{captions[png.stem]}*", ""]
     for heading, paras, headers, rows in secs:
         md += [f"## {heading}", ""] + paras + ([""] if paras else [])
         md += [_md_table(headers, rows), ""]
@@ -593,12 +755,21 @@ def write_cost_report(
         f"<title>{e(title)}</title>",
         "<style>body{font-family:sans-serif;max-width:1200px;margin:auto}"
         "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
-        "padding:2px 6px}th{background:#eee}img{max-width:100%}</style></head><body>",
+        "padding:2px 6px}th{background:#eee}img{max-width:100%}"
+        "figcaption{font-size:12px;color:#333}</style></head><body>",
         f"<h1>{e(title)}</h1>",
         "<ul>",
     ]
     h += [f"<li>{e(n)}</li>" for n in note_list] + ["</ul>"]
-    h += [f"<img src='{e(i)}' alt='{e(Path(i).stem)}'>" for i in images]
+    # The images are embedded (base64 PNG): the page is one self-contained file.
+    for png in pngs:
+        data = base64.b64encode(png.read_bytes()).decode("ascii")
+        h += [
+            "<figure>",
+            f"<img src='data:image/png;base64,{data}' alt='{e(png.stem)}'>",
+            f"<figcaption>{e(captions[png.stem])}</figcaption>",
+            "</figure>",
+        ]
     for heading, paras, headers, rows in secs:
         h.append(f"<h2>{e(heading)}</h2>")
         h += [f"<p>{e(p)}</p>" for p in paras]

@@ -140,7 +140,10 @@ def priced_components(arch: HbqArchConfig, result: HbqSimStats | None = None) ->
     if result is not None:
         psum_bits = float(arch.psum.bits_per_element)
         updates = 8 * int(result.buffers["PSUM"].write_bytes) / psum_bits
-    logic = LogicUse(name="psum_logic", logic="psum_mxint8", lanes=pe.n_pes, operations=updates)
+    # The accumulate logic depends on the partial-sum mode (psum_fp16, psum_mxint8_running...).
+    logic = LogicUse(
+        name="psum_logic", logic=f"psum_{arch.psum.mode}", lanes=pe.n_pes, operations=updates
+    )
     d = arch.dram
     dram = OffChipUse(
         name="dram",

@@ -289,6 +289,42 @@ def test_report_files(tiny_result, tmp_path):
             assert img.ndim == 3 and img.shape[0] > 100 and img.shape[1] > 100
 
 
+def _assert_legend_beside_the_axes(fig) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()
+    r = fig.canvas.get_renderer()
+    (ax,) = fig.get_axes()
+    assert ax.get_legend() is None and len(fig.legends) == 1
+    assert not fig.legends[0].get_window_extent(r).overlaps(ax.get_window_extent(r))
+
+
+def test_sqnr_chart_has_axis_labels_caption_and_legend_outside(tiny_result):
+    from coaccel.report.quant import sqnr_figure
+
+    fig = sqnr_figure(tiny_result, "synthetic", "student_t")
+    (ax,) = fig.get_axes()
+    assert ax.get_xlabel().startswith("format (W/A: weight/activation storage bits per element")
+    assert ax.get_ylabel() == "SQNR (dB), higher is better"
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks[0].startswith("mxfp4\nW4.25/A4.25")
+    caption = "\n".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    # source, shapes (TINY: A 8 x 256, W 16 x 256), seed and settings
+    assert "Source: coaccel quant" in caption
+    assert "A 8 x 256" in caption and "W 16 x 256" in caption
+    assert "seed 0" in caption and "HBQ partial sums: fp32" in caption
+    assert "2 outlier channels" in caption
+    _assert_legend_beside_the_axes(fig)
+    assert (
+        sqnr_figure(
+            run_quant_study(tiny_config(formats=("fp32",)), rng=np.random.default_rng(0)),
+            "synthetic",
+            "gaussian",
+        )
+        is None
+    )
+
+
 def test_csv_columns_units_and_values(tiny_result, tmp_path):
     (path,) = [p for p in write_quant_report(tiny_result, tmp_path) if p.suffix == ".csv"]
     with path.open(newline="") as fh:

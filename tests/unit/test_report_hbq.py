@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 import time
 from pathlib import Path
 
@@ -38,6 +39,7 @@ def _validation() -> Validation:
                 "fit",
                 0.5,
                 100.5,
+                fit="fitted",
             ),
             Target(
                 "system_energy",
@@ -64,6 +66,8 @@ def test_validation_csv_and_markdown(tmp_path: Path) -> None:
     assert tuple(rows[0]) == VALIDATION_CSV_COLUMNS
     assert rows[0]["error_pct"] == "1" and rows[0]["status"] == "ok"
     assert rows[0]["ours_loo"] == "100.5" and rows[0]["loo_error_pct"] == "0.5"
+    assert rows[0]["fit"] == "fitted" and rows[0]["loo_status"] == "ok"
+    assert rows[1]["fit"] == "predicted" and rows[1]["loo_status"] == ""
     assert rows[1]["status"] == "differs" and rows[1]["error_pct"] == "15"
     assert rows[1]["ours_as_paper"] == "3.06" and rows[1]["as_paper_error_pct"] == "2"
     assert rows[0]["ours_as_paper"] == "" and rows[0]["as_paper_error_pct"] == ""
@@ -72,13 +76,20 @@ def test_validation_csv_and_markdown(tmp_path: Path) -> None:
     assert "row \\| with pipe" in md
     assert "## System energy per 2048-token prefill" in md
     assert "DRAM higher: simulated tiles" in md and "Sources: spec §3.6" in md
+    assert "| fitted / predicted |" in md and "| LOO status |" in md
+    assert "Targets: predicted: 1 baseline missing, 1 differs; fitted (in sample): 1 ok" in md
 
 
 def test_validation_text_says_why_it_differs() -> None:
     text = format_validation_table(_validation())
     assert "why (model / HBQ-E): DRAM higher: simulated tiles" in text
     assert "why (missing): no baseline" in text
-    assert "targets: 1 baseline missing, 1 differs, 1 ok" in text
+    assert (
+        "targets: predicted: 1 baseline missing, 1 differs; fitted (in sample): 1 ok; "
+        "leave-one-out of the fitted rows: 1 within tolerance (largest |error| 0.5 %)"
+    ) in text
+    pe_rows = text.split("PE area per MAC")[1].split("\n\n")[0]
+    assert "fitted" in pe_rows and "100.5 (+0.5%) ok" in pe_rows
     # the [R-PM]-accounting column appears for the group that has it: 3.06 vs 3.0 = +2.0 %
     sys_block = text.split("System energy")[1].split("\n\n")[0]
     assert "ours as [R-PM] counts (error)" in sys_block and "3.06 (+2.0%)" in sys_block
@@ -119,7 +130,11 @@ def test_cost_report_files(tmp_path: Path) -> None:
     md = (tmp_path / "cost_report.md").read_text()
     assert "## Area by component" in md and "![cost_area](cost_area.png)" in md
     html = (tmp_path / "cost_report.html").read_text()
-    assert "note &lt;b&gt;" in html and "<img src='cost_energy.svg'" in html
+    assert "note &lt;b&gt;" in html and "<img src='data:image/png;base64," in html
+    # one self-contained page: no image loaded from another file
+    assert not re.search(r"""(src|href)\s*=\s*['"](?!data:)""", html)
+    assert html.count("<figcaption>") == 3
+    assert "*Energy by component per workload run. Source: coaccel cost model" in md
 
 
 def test_area_only_report(tmp_path: Path) -> None:
@@ -178,3 +193,107 @@ def test_full_five_by_five_report_under_a_minute(tmp_path: Path) -> None:
     rows = list(csv.DictReader((tmp_path / "cost_report.csv").open()))
     runs = {(r["arch"], r["workload"]) for r in rows if r["quantity"] == "energy"}
     assert len(runs) == 25
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures a reader understands
+
+
+def _svg_text(path: Path) -> str:
+    """The text elements of an SVG written with text kept as text."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(path).getroot()
+    return "\n".join("".join(el.itertext()) for el in root.iter("{http://www.w3.org/2000/svg}text"))
+
+
+def _srgb_to_lab(rgb: tuple[float, float, float]) -> tuple[float, float, float]:
+    """CIE L*a*b* (D65) of an sRGB colour with channels in 0..1."""
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    x = (0.4124 * lin[0] + 0.3576 * lin[1] + 0.1805 * lin[2]) / 0.95047
+    y = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    z = (0.0193 * lin[0] + 0.1192 * lin[1] + 0.9505 * lin[2]) / 1.08883
+
+    def f(t: float) -> float:
+        return t ** (1 / 3) if t > (6 / 29) ** 3 else t / (3 * (6 / 29) ** 2) + 4 / 29
+
+    return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
+
+
+def _check_figure_layout(fig) -> None:
+    """Legend beside the axes (overlapping none), distinct series colours, labelled axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import to_rgb
+    from matplotlib.patches import Rectangle
+
+    FigureCanvasAgg(fig).draw()
+    r = fig.canvas.get_renderer()
+    assert fig.legends, "the figure legend"
+    axes = fig.get_axes()
+    for ax in axes:
+        assert ax.get_legend() is None  # no legend inside an axes
+        assert ax.get_ylabel() or ax is not axes[0]
+        assert ax.get_xlabel()
+    for leg in fig.legends:
+        box = leg.get_window_extent(r)
+        for ax in axes:
+            assert not box.overlaps(ax.get_window_extent(r)), "legend covers the data"
+    colors: dict[str, tuple[float, float, float]] = {}
+    for ax in axes:
+        for patch in ax.patches:
+            if isinstance(patch, Rectangle) and patch.get_label() and patch.get_label()[0] != "_":
+                colors.setdefault(patch.get_label(), to_rgb(patch.get_facecolor()))
+        for cont in ax.containers:
+            lab = cont.get_label()
+            if lab and lab[0] != "_" and getattr(cont, "patches", None):
+                colors.setdefault(lab, to_rgb(cont.patches[0].get_facecolor()))
+    labs = list(colors)
+    assert len(labs) >= 2
+    for i, a in enumerate(labs):
+        for b in labs[i + 1 :]:
+            la, lb = _srgb_to_lab(colors[a]), _srgb_to_lab(colors[b])
+            d = math.dist(la, lb)
+            assert d > 20, f"{a} and {b} look alike (Delta E {d:.1f})"
+
+
+def _breakdowns(node: float = 28):
+    archs = [load_arch(a) for a in ("hbq_e_28nm", "hbq_a_28nm", "nvfp4_28nm", "amove_28nm")]
+    return [evaluate(_stats(a.name, w), a, node) for w in ("m1:p", "m2:p") for a in archs]
+
+
+@pytest.mark.parametrize("plot", ["plot_area", "plot_energy", "plot_pe"])
+def test_cost_charts_are_readable(plot: str, tmp_path: Path, monkeypatch) -> None:
+    import coaccel.report.hbq as rep
+
+    figs = []
+    real = rep.save_figure
+
+    def keep(fig, base, formats=("png", "svg")):
+        figs.append(fig)
+        return real(fig, base, formats)
+
+    monkeypatch.setattr(rep, "save_figure", keep)
+    paths = getattr(rep, plot)(_breakdowns(), tmp_path)
+    (fig,) = figs
+    _check_figure_layout(fig)
+    svg = _svg_text(next(p for p in paths if p.suffix == ".svg"))
+    ylabel = {"plot_area": "area (mm²)", "plot_energy": "energy per run (J)"}.get(
+        plot, "PE area per MAC (µm²/MAC)"
+    )
+    assert ylabel in svg and "architecture" in svg
+    # the caption: source, seed and settings
+    assert "Source: coaccel cost model" in svg and "no random seed" in svg
+    assert "pe_calibration_28nm.yaml" in svg and "28 nm" in svg
+    if plot == "plot_energy":
+        assert "mode analytical" in svg and "m1:p" in svg
+
+
+def test_cost_charts_for_another_node_speak_of_that_node(tmp_path: Path) -> None:
+    write_cost_report(_breakdowns(7), tmp_path)
+    for stem in ("cost_area", "cost_energy", "cost_pe"):
+        svg = _svg_text(tmp_path / f"{stem}.svg")
+        assert "7 nm" in svg
+        assert "unless stated" not in svg
+        # bar names without the config's node suffix (the 28 nm tables it names stay)
+        assert "hbq_e\n" in svg and "amove\n" in svg
+        assert not re.search(r"(hbq_e|hbq_a|nvfp4|amove)_28nm", svg)
