@@ -10,6 +10,7 @@ qualitative schemes, designed to stay distinct for the common colour-vision defi
 
 from __future__ import annotations
 
+import io
 import re
 import textwrap
 from collections.abc import Sequence
@@ -18,6 +19,8 @@ from pathlib import Path
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from .files import write_bytes
 
 __all__ = [
     "CAPTION_FONTSIZE",
@@ -138,7 +141,9 @@ def save_figure(fig: Figure, base: Path, formats: Sequence[str] = ("png", "svg")
     out = []
     for fmt in formats:
         path = base.with_suffix(f".{fmt}")
+        buf = io.BytesIO()
         with matplotlib.rc_context({"svg.fonttype": "none"}):
-            fig.savefig(path, format=fmt, dpi=110)
+            fig.savefig(buf, format=fmt, dpi=110)
+        write_bytes(path, buf.getvalue())  # atomically: never a half-written image
         out.append(path)
     return out

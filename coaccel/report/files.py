@@ -18,14 +18,15 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from ..errors import CoaccelError
 
 __all__ = [
     "MANIFEST",
+    "atomic_open",
     "prepare_out_dir",
     "save_figure",
     "write_bytes",
@@ -89,6 +90,32 @@ def write_bytes(path: str | Path, data: bytes) -> Path:
             os.unlink(tmp)
         raise
     return p
+
+
+@contextlib.contextmanager
+def atomic_open(
+    path: str | Path, *, newline: str = "", encoding: str = "utf-8"
+) -> Iterator[IO[str]]:
+    """Open a text file for writing that appears under ``path`` only when the block succeeds.
+
+    Args:
+        path: destination.
+        newline: passed to ``open`` (``""`` for the csv module).
+        encoding: text encoding.
+
+    Yields:
+        The open temporary file.
+    """
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", newline=newline, encoding=encoding) as f:
+            yield f
+        os.replace(tmp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def write_text(path: str | Path, text: str) -> Path:

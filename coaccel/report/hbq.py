@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 from ..cost import CostBreakdown
 from ..validate.hbq import Target, Validation
 from ._style import OKABE_ITO, TOL_MUTED, display_arch, new_figure, save_figure
+from .files import atomic_open, write_text
 
 __all__ = [
     "COST_CSV_COLUMNS",
@@ -260,7 +261,7 @@ def write_validation_report(v: Validation, out_dir: str | Path) -> list[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / "hbq_validation.csv"
-    with csv_path.open("w", newline="", encoding="utf-8") as fh:
+    with atomic_open(csv_path) as fh:
         w = csv.writer(fh)
         w.writerow(VALIDATION_CSV_COLUMNS)
         for t in v.targets:
@@ -300,7 +301,7 @@ def write_validation_report(v: Validation, out_dir: str | Path) -> list[Path]:
         sources = sorted({" ".join(t.source.split()) for t in rows})
         md += ["", "Sources: " + "; ".join(sources), ""]
     md_path = out / "hbq_validation.md"
-    md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
+    write_text(md_path, "\n".join(md) + "\n")
     return [csv_path, md_path]
 
 
@@ -723,7 +724,7 @@ def write_cost_report(
     paths += plot_energy(breakdowns, out)
     paths += plot_pe(breakdowns, out)
     csv_path = out / "cost_report.csv"
-    with csv_path.open("w", newline="", encoding="utf-8") as fh:
+    with atomic_open(csv_path) as fh:
         w = csv.DictWriter(fh, fieldnames=COST_CSV_COLUMNS)
         w.writeheader()
         for r in cost_rows(breakdowns):
@@ -746,7 +747,7 @@ def write_cost_report(
         "",
     ]
     md_path = out / "cost_report.md"
-    md_path.write_text("\n".join(md), encoding="utf-8")
+    write_text(md_path, "\n".join(md))
     paths.append(md_path)
     e = html.escape
     h = [
@@ -782,6 +783,6 @@ def write_cost_report(
         "</body></html>",
     ]
     html_path = out / "cost_report.html"
-    html_path.write_text("\n".join(h), encoding="utf-8")
+    write_text(html_path, "\n".join(h))
     paths.append(html_path)
     return paths

@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 
 from ..studies.quant import REFERENCE_FORMAT, QuantRow, QuantStudyResult
 from ._style import OKABE_ITO, new_figure, save_figure
+from .files import atomic_open
 
 __all__ = [
     "CSV_COLUMNS",
@@ -69,7 +70,7 @@ def write_quant_csv(result: QuantStudyResult, path: str | Path) -> Path:
     """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    with p.open("w", newline="", encoding="utf-8") as fh:
+    with atomic_open(p) as fh:
         w = csv.writer(fh)
         w.writerow(CSV_COLUMNS)
         for r in result.rows:
