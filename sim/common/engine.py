@@ -115,7 +115,7 @@ def _check_column(name: str, a: object, dtype: type, n: int | None) -> int:
     return a.shape[0]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # array columns: compare them with numpy
 class QueueProgram:
     """Records in program order, as the engine runs them (columnar, one entry per record).
 
@@ -401,7 +401,7 @@ class StallAttribution:
         return tuple(dict.fromkeys(names))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # array columns: compare them with numpy
 class StallBreakdown:
     """The idle gaps before the critical queue's records, split by cause.
 

@@ -44,7 +44,7 @@ RECORD_KINDS: tuple[str, ...] = ("memory", "compute", "sparsity", "events")
 """The record kinds of a trace, each one of its columnar arrays."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # array columns: compare them with numpy
 class RecordView:
     """Records of one trace merged in issue (``seq``) order.
 

@@ -34,6 +34,7 @@ from .engine import (
     QUEUE_VECTOR,
     STALL_ATTRIBUTION,
     Program,
+    TileCycles,
     build_program,
     run_program,
 )
@@ -138,7 +139,7 @@ class _SegmentTiming:
 def _time_segment(
     hw: HwParams,
     trace: Trace,
-    tile_cache: dict,
+    tile_cache: dict[tuple[int, int, int, bool, str, str], TileCycles],
     free: npt.NDArray[np.int64],
     engine: Literal["fast", "simpy"],
 ) -> _SegmentTiming:
@@ -445,7 +446,7 @@ def simulate_segments(
         The :class:`~.stats.HbqSimStats` (``mode="cycle"``).
     """
     hw = hw_params(arch)
-    tile_cache: dict = {}
+    tile_cache: dict[tuple[int, int, int, bool, str, str], TileCycles] = {}
     free = np.zeros(3, dtype=np.int64)
     totals = _Totals()
     for seg in segments:
@@ -453,7 +454,7 @@ def simulate_segments(
         records = _MemoryRecords.of(seg.trace)
         totals.add(seg, timing, _dram_traffic(seg.trace, records))
         _add_buffer_accesses(totals.buffers, hw, seg.trace, timing, records, seg.repeat)
-        del timing
+        del timing, records  # before the next segment's trace is generated
     return _assemble_cycle_stats(arch, workload, hw, totals, int(free[QUEUE_PE]), engine)
 
 

@@ -327,7 +327,7 @@ def pe_tile_closed_form(
 # Programs
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # array columns: compare them with numpy
 class Program(QueueProgram):
     """A trace (or several, one after the other) as the engine runs it, in program order.
 
