@@ -470,8 +470,9 @@ def attribute_stalls(
     gap = gap_to - gap_from
     eff = effective_deps(prog.queue, prog.dep)
 
-    # Per queue (index q + 1; index 0 = no dependency): the cause of a whole-gap wait, and
-    # for transfer queues the three parts of a wait on a transfer.
+    # Per queue (index q + 1; index 0 = no dependency), as indices into `causes`: the cause of
+    # a whole-gap wait, and for transfer queues the causes of the three parts of a wait on a
+    # transfer (0 for the other queues: their parts are empty).
     names = queues.names
     wait_of = _cause_table(
         causes, [config.no_dependency, *(config.wait_causes.get(q) for q in names)]
@@ -488,28 +489,26 @@ def attribute_stalls(
     dd = np.maximum(d, 0)
     dq = np.where(d >= 0, prog.queue[dd].astype(np.int64) + 1, 0)
     on_transfer = is_transfer_q[dq]
-    whole = wait_of[dq]  # used where the dependency is not a transfer
-
-    xfer_start = start[dd]
-    xfer_end = xfer_start + occupancy[dd]
     e = eff[dd]
     ee = np.maximum(e, 0)
-    held = (e >= 0) & (done[ee] >= xfer_start)
     eq = np.where(e >= 0, prog.queue[ee].astype(np.int64) + 1, 0)
-    before_cause = np.where(held, held_by[eq], before_of[dq])
+    # A wait on anything but a transfer is one "before" part as long as the gap, charged to the
+    # awaited queue's cause: its transfer window is put at the gap's end.
+    xfer_start = np.where(on_transfer, start[dd], gap_to)
+    xfer_end = np.where(on_transfer, xfer_start + occupancy[dd], gap_to)
+    held = (e >= 0) & (done[ee] >= xfer_start)
+    before_cause = np.where(on_transfer, np.where(held, held_by[eq], before_of[dq]), wait_of[dq])
     before_len = np.maximum(0, np.minimum(gap_to, xfer_start) - gap_from)
     during_len = np.maximum(0, np.minimum(gap_to, xfer_end) - np.maximum(gap_from, xfer_start))
     latency_len = np.maximum(0, gap_to - np.maximum(gap_from, xfer_end))
 
     # Each part of a record's gap goes to one cause: (cause, record) pairs are unique within a
-    # part, so a fancy-indexed add per part is exact.
-    table = np.zeros((len(causes), crit.size), dtype=np.int64)
-    rec = np.arange(crit.size)
-    w = ~on_transfer
-    table[whole[w], rec[w]] += gap[w]
-    t = on_transfer
-    table[before_cause[t], rec[t]] += before_len[t]
-    table[during_of[dq[t]], rec[t]] += during_len[t]
-    table[latency_of[dq[t]], rec[t]] += latency_len[t]
-    by_cause = {c: table[i] for i, c in enumerate(causes)}
+    # part, so one fancy-indexed add per part is exact.
+    r = crit.size
+    table = np.zeros(len(causes) * r, dtype=np.int64)
+    rec = np.arange(r)
+    table[before_cause * r + rec] += before_len
+    table[np.maximum(during_of[dq], 0) * r + rec] += during_len
+    table[np.maximum(latency_of[dq], 0) * r + rec] += latency_len
+    by_cause = {c: table[i * r : (i + 1) * r] for i, c in enumerate(causes)}
     return StallBreakdown(crit, gap, by_cause, int(free_after[-1]))
