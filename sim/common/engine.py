@@ -149,9 +149,8 @@ class QueueProgram:
             if int(a.min()) < 0:
                 i = int(np.flatnonzero(a < 0)[0])
                 raise ValueError(f"QueueProgram.{name}[{i}] = {int(a[i])}; cycles must be >= 0")
-        bad = (self.dep < -1) | (self.dep >= np.arange(n))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
+        if int(self.dep.min()) < -1 or bool((self.dep >= np.arange(n)).any()):
+            i = int(np.flatnonzero((self.dep < -1) | (self.dep >= np.arange(n)))[0])
             raise ValueError(
                 f"QueueProgram.dep[{i}] = {int(self.dep[i])}; a record depends on an earlier "
                 f"record (0 <= dep < {i}) or on none (-1)"
