@@ -467,7 +467,6 @@ def attribute_stalls(
     gap_from = np.concatenate([[free_before_cycle], free_after[:-1]]).astype(np.int64)
     gap_to = start[crit]
     gap = gap_to - gap_from
-    eff = effective_deps(prog.queue, prog.dep)
 
     # Per queue (index q + 1; index 0 = no dependency), as indices into `causes`: the cause of
     # a whole-gap wait, and for transfer queues the causes of the three parts of a wait on a
@@ -484,11 +483,11 @@ def attribute_stalls(
     # The cause a transfer's late start goes to when its own dependency held it back.
     held_by = np.where(is_transfer_q, before_of, wait_of)
 
-    d = eff[crit]
+    d = effective_deps(prog.queue, prog.dep, crit)
     dd = np.maximum(d, 0)
     dq = np.where(d >= 0, prog.queue[dd].astype(np.int64) + 1, 0)
     on_transfer = is_transfer_q[dq]
-    e = eff[dd]
+    e = effective_deps(prog.queue, prog.dep, dd)
     ee = np.maximum(e, 0)
     eq = np.where(e >= 0, prog.queue[ee].astype(np.int64) + 1, 0)
     # A wait on anything but a transfer is one "before" part as long as the gap, charged to the

@@ -129,32 +129,51 @@ def merge_records(trace: Trace, kinds: Sequence[str] = ("memory", "compute")) ->
 
 
 def effective_deps(
-    queue: npt.NDArray[np.int8], dep: npt.NDArray[np.int64]
+    queue: npt.NDArray[np.int8],
+    dep: npt.NDArray[np.int64],
+    positions: npt.NDArray[np.int64] | None = None,
 ) -> npt.NDArray[np.int64]:
     """Dependencies with records that occupy no queue skipped.
 
     A record on no queue (:data:`QUEUE_NONE`) completes exactly when its own dependency does,
     so a record that depends on it really waits for the first queued record up the chain (or
-    for nothing). Computed by pointer doubling: about ``log2(chain length)`` vectorized passes.
+    for nothing). For all records this is computed by pointer doubling (about
+    ``log2(chain length)`` vectorized passes); for a few ``positions`` by following their
+    chains hop by hop while they are short.
 
     Args:
         queue: shape (N,) int8: queue index of each record, :data:`QUEUE_NONE` (any negative
             value) for none.
         dep: shape (N,) int64: position of each record's dependency, or -1; dependencies point
             backwards (``dep[i] < i``).
+        positions: shape (P,) int64: the records to answer for; None: all N.
 
     Returns:
-        Shape (N,) int64: position of the nearest queued record up each record's dependency
-        chain, or -1 if there is none.
+        Shape (N,) or (P,) int64: position of the nearest queued record up each record's
+        dependency chain, or -1 if there is none.
     """
-    eff = np.asarray(dep, dtype=np.int64).copy()
+    dep = np.asarray(dep, dtype=np.int64)
     queued = np.asarray(queue) >= 0
+    if positions is not None:
+        eff = dep[positions]
+        for _ in range(_SHORT_CHAIN_HOPS):
+            hop = (eff >= 0) & ~queued[np.maximum(eff, 0)]
+            if not hop.any():
+                return eff
+            eff[hop] = dep[eff[hop]]
+        return effective_deps(queue, dep)[positions]
+    eff = dep.copy()
     while True:
         hop = (eff >= 0) & ~queued[np.maximum(eff, 0)]
         if not hop.any():
             return eff
         # eff[eff[i]] is already resolved at least as far as eff[i]: chains halve per pass.
         eff[hop] = eff[eff[hop]]
+
+
+_SHORT_CHAIN_HOPS = 8
+"""Hops followed record by record for :func:`effective_deps` of a few positions; longer chains
+are resolved for all records at once."""
 
 
 def table_code(trace: Trace, table: str, name: str) -> int:

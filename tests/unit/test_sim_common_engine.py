@@ -472,6 +472,15 @@ def test_effective_deps():
     queue[0] = 0
     eff = effective_deps(queue, np.arange(-1, 999))
     assert eff.tolist() == [-1] + [0] * 999
+    # For some positions only: the same answers, for short and long chains.
+    assert effective_deps(queue, np.arange(-1, 999), np.array([999, 3, 0])).tolist() == [0, 0, -1]
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        p = _random_prog(rng, 2, 200)
+        pos = rng.integers(0, 200, size=30)
+        assert np.array_equal(
+            effective_deps(p.queue, p.dep, pos), effective_deps(p.queue, p.dep)[pos]
+        )
 
 
 def test_distinct_rows():
