@@ -1,25 +1,48 @@
-"""The simulator core every target is built from (``coaccel.sim.common``).
+"""The simulator core every target is built from (installed as ``coaccel.sim.common``).
 
-Public names:
-
-* :class:`SimTarget` — what a simulator target declares about itself (its ``kind:``, config
+* :mod:`~coaccel.sim.common.engine`: a generic event engine with any number of named in-order
+  queues (numba fast path, simpy reference) and stall attribution by cause.
+* :mod:`~coaccel.sim.common.program`: the program view of a trace (records merged in issue
+  order, effective dependencies, string-table codes, distinct tile keys).
+* :mod:`~coaccel.sim.common.offchip`: the off-chip memory model (channels, interleave,
+  efficiency curve of transfer size, first-access latency, open rows) over a
+  :class:`~coaccel.config.DramConfig`.
+* :class:`OnChipBuffer`: the on-chip buffer model (capacity, banks, bank width, ports).
+* :class:`SimResult`: the base of every target's result, with a flat ``metrics()``.
+* :class:`PricedComponents` and its parts (:class:`MacArray`, :class:`BufferUse`,
+  :class:`LogicUse`, :class:`OffChipUse`): the typed input of the cost model.
+* :class:`SimTarget`: what a simulator target declares about itself (its ``kind:``, config
   schema, loaders, modes and ``simulate``) so that :func:`coaccel.simulate`, ``coaccel sim`` and
   sweeps can run it without knowing it.
-* :mod:`offchip` — the off-chip memory model (channels, interleave, efficiency curve of transfer
-  size, first-access latency, open rows) over a :class:`~coaccel.config.DramConfig`.
-* :class:`OnChipBuffer` — the on-chip buffer model (capacity, banks, bank width, ports).
-* :class:`SimResult` — the base of every target's result, with a flat ``metrics()``.
-* :class:`PricedComponents` and its parts (:class:`MacArray`, :class:`BufferUse`,
-  :class:`LogicUse`, :class:`OffChipUse`) — the typed input of the cost model.
 """
 
 from . import offchip
 from .buffer import OnChipBuffer
+from .engine import (
+    QueueProgram,
+    Queues,
+    StallAttribution,
+    StallBreakdown,
+    TransferCauses,
+    attribute_stalls,
+    run_program,
+)
 from .priced import BufferUse, LogicUse, MacArray, MacFormat, OffChipUse, PricedComponents
+from .program import (
+    QUEUE_NONE,
+    RECORD_KINDS,
+    RecordView,
+    distinct_rows,
+    effective_deps,
+    merge_records,
+    table_code,
+)
 from .result import BufferAccess, Metric, OffchipAccess, SimResult
 from .target import SimTarget
 
 __all__ = [
+    "QUEUE_NONE",
+    "RECORD_KINDS",
     "BufferAccess",
     "BufferUse",
     "LogicUse",
@@ -30,7 +53,19 @@ __all__ = [
     "OffchipAccess",
     "OnChipBuffer",
     "PricedComponents",
+    "QueueProgram",
+    "Queues",
+    "RecordView",
     "SimResult",
     "SimTarget",
+    "StallAttribution",
+    "StallBreakdown",
+    "TransferCauses",
+    "attribute_stalls",
+    "distinct_rows",
+    "effective_deps",
+    "merge_records",
     "offchip",
+    "run_program",
+    "table_code",
 ]

@@ -1,9 +1,20 @@
-"""``simulate``: one workload on one architecture, cycle-approximate or analytical."""
+"""``simulate``: one workload on one architecture, cycle-approximate or analytical.
+
+The cycle-approximate mode (:func:`simulate_segments`) runs each trace segment in stages:
+
+1. timing (:func:`_time_segment`): the segment's program on the HBQ queues
+   (:mod:`coaccel.sim.common`'s engine) and the PE array's cycles split into ``busy`` and
+   stall causes (the tile micro-model's causes plus :data:`~.engine.STALL_ATTRIBUTION`'s);
+2. traffic (:func:`_dram_traffic`): the DRAM reads and writes of the trace;
+3. buffers (:func:`_add_buffer_accesses`): ACT, WGT and PSUM words and bytes;
+4. assembly (:func:`_assemble_cycle_stats`): the running totals of all segments (times their
+   ``repeat``) and the final drain, as :class:`~.stats.HbqSimStats`.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -11,18 +22,20 @@ import numpy as np
 import numpy.typing as npt
 
 from coaccel.models.hbq import TraceSegment
+from coaccel.sim.common import attribute_stalls, table_code
+from coaccel.trace import Trace
 
 from ._hw import HwParams, hw_params
 from ._result import _notes, _stats
 from .analytical import simulate_analytical
 from .config import HbqArchConfig, load_arch
 from .engine import (
-    QUEUE_DMA,
     QUEUE_NONE,
     QUEUE_PE,
     QUEUE_VECTOR,
+    STALL_ATTRIBUTION,
     Program,
-    _code,
+    TileCycles,
     build_program,
     run_program,
 )
@@ -72,79 +85,6 @@ def simulate(
     return simulate_segments(a, w, iter_workload_segments(a, w), engine=engine)
 
 
-def _effective_dep(prog: Program) -> npt.NDArray[np.int64]:
-    """Dependencies with on-chip records skipped (they complete with their own dependency)."""
-    eff = prog.dep.copy()
-    for _ in range(64):
-        on_chip = (eff >= 0) & (prog.queue[np.maximum(eff, 0)] == QUEUE_NONE)
-        if not on_chip.any():
-            return eff
-        eff[on_chip] = prog.dep[eff[on_chip]]
-    raise ValueError("on-chip dependency chains deeper than 64 records")
-
-
-def _attribute_gaps(
-    prog: Program,
-    start: npt.NDArray[np.int64],
-    done: npt.NDArray[np.int64],
-    pe_free: int,
-) -> tuple[npt.NDArray[np.int64], dict[str, npt.NDArray[np.int64]]]:
-    """Per PE record: the idle gap before it, split by cause (docs/hbq_sim.md, "Stalls").
-
-    Args:
-        prog, start, done: the program and its timing.
-        pe_free: when the PE array finished the previous program's last tile.
-
-    Returns:
-        The PE records' positions and, per cause, each one's share of its gap.
-    """
-    pe = np.flatnonzero(prog.queue == QUEUE_PE)
-    if pe.size == 0:
-        return pe, {c: np.zeros(0, dtype=np.int64) for c in STALL_CAUSES}
-    free_after = start[pe] + prog.occ[pe]
-    a0 = np.concatenate([[pe_free], free_after[:-1]]).astype(np.int64)
-    a1 = start[pe]
-    gap = a1 - a0
-    eff = _effective_dep(prog)
-    d = eff[pe]
-    dd = np.maximum(d, 0)
-    dq = np.where(d >= 0, prog.queue[dd], -2)
-    causes = {c: np.zeros(pe.size, dtype=np.int64) for c in STALL_CAUSES}
-    causes["pipeline_latency"] += np.where((dq == QUEUE_PE) | (dq == -2), gap, 0)
-    causes["vector_unit"] += np.where(dq == QUEUE_VECTOR, gap, 0)
-    is_dma = dq == QUEUE_DMA
-    ds = start[dd]
-    de = ds + prog.occ[dd]
-    # Before the DMA record started: why it started late.
-    e = eff[dd]
-    ee = np.maximum(e, 0)
-    eq = np.where(e >= 0, prog.queue[ee], -2)
-    bound = (e >= 0) & (done[ee] >= ds)
-    len1 = np.maximum(0, np.minimum(a1, ds) - a0)
-    len2 = np.maximum(0, np.minimum(a1, de) - np.maximum(a0, ds))
-    len3 = np.maximum(0, a1 - np.maximum(a0, de))
-    pre_vec = is_dma & bound & (eq == QUEUE_VECTOR)
-    pre_pe = is_dma & bound & (eq == QUEUE_PE)
-    pre_bw = is_dma & ~(pre_vec | pre_pe)
-    causes["vector_unit"] += np.where(pre_vec, len1, 0)
-    causes["pipeline_latency"] += np.where(pre_pe, len1, 0)
-    causes["dram_bandwidth"] += np.where(pre_bw, len1, 0) + np.where(is_dma, len2, 0)
-    causes["dram_latency"] += np.where(is_dma, len3, 0)
-    return pe, causes
-
-
-@dataclass
-class _Acc:
-    """Running totals of one segment name (all its copies)."""
-
-    kind: str
-    count: int = 0
-    cycles: float = 0.0
-    macs: float = 0.0
-    dram_r: float = 0.0
-    dram_w: float = 0.0
-
-
 _TILE_FIELDS = (
     "ideal",
     "weight_propagation",
@@ -156,6 +96,328 @@ _TILE_FIELDS = (
     "psum_writes",
     "waves",
 )
+"""Micro-model results (:class:`~.engine.TileCycles` fields) gathered per PE record."""
+
+_TILE_STALL_CAUSES = (
+    "weight_propagation",
+    "issue_interval",
+    "operand_passes",
+    "psum_bank_conflict",
+    "pipeline_turnaround",
+)
+"""Stall causes inside a tile, from the micro-model (the others are gaps between tiles)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. Timing
+
+
+@dataclass(frozen=True)
+class _SegmentTiming:
+    """One copy of a segment on the timeline.
+
+    Attributes:
+        program: the segment's engine program.
+        pe_positions: shape (R,) int64: positions of its PE-array records in the program.
+        tile_fields: each of :data:`_TILE_FIELDS` -> shape (R,) int64, per PE record.
+        stall_cycles: ``busy`` and every cause of :data:`~.stats.STALL_CAUSES` -> the PE
+            array's cycles of that kind in this copy (``drain`` stays 0 here).
+        elapsed_cycles: their sum: the PE array's time from the end of the previous
+            segment's last tile to the end of this segment's last tile.
+        last_done_cycle: completion cycle of the segment's last record (0 if it has none).
+    """
+
+    program: Program
+    pe_positions: npt.NDArray[np.int64]
+    tile_fields: dict[str, npt.NDArray[np.int64]]
+    stall_cycles: dict[str, float]
+    elapsed_cycles: float
+    last_done_cycle: int
+
+
+def _time_segment(
+    hw: HwParams,
+    trace: Trace,
+    tile_cache: dict[tuple[int, int, int, bool, str, str], TileCycles],
+    free: npt.NDArray[np.int64],
+    engine: Literal["fast", "simpy"],
+) -> _SegmentTiming:
+    """Run one segment's program, continuing the queue state ``free`` (updated in place), and
+    split the PE array's time: ``busy`` (tokens issued) and the micro-model's causes inside
+    each tile, and the gaps between tiles by :data:`~.engine.STALL_ATTRIBUTION`."""
+    program = build_program(hw, [trace], tile_cache)
+    pe_free_before_cycle = int(free[QUEUE_PE])
+    start, done = run_program(program, engine=engine, free=free)
+    gaps = attribute_stalls(
+        program, start, done, STALL_ATTRIBUTION, free_before_cycle=pe_free_before_cycle
+    )
+    pe = gaps.positions
+    tiles = program.tiles
+    tile_id = program.tile_id[pe]
+    tile_fields = {
+        f: (np.asarray([getattr(t, f) for t in tiles], dtype=np.int64)[tile_id] if tiles
+            else np.zeros(0, np.int64))
+        for f in _TILE_FIELDS
+    }  # fmt: skip
+    per_cause = {c: int(v.sum()) for c, v in gaps.by_cause.items()}
+    stall_cycles: dict[str, float] = {}
+    for c in STALL_CAUSES:
+        inside = int(tile_fields[c].sum()) if c in _TILE_STALL_CAUSES else 0
+        stall_cycles[c] = float(per_cause.pop(c, 0) + inside)
+    if per_cause:  # pragma: no cover - STALL_ATTRIBUTION names only STALL_CAUSES
+        raise ValueError(f"stall causes {sorted(per_cause)} are not in STALL_CAUSES")
+    stall_cycles["busy"] = float(tile_fields["ideal"].sum())
+    return _SegmentTiming(
+        program=program,
+        pe_positions=pe,
+        tile_fields=tile_fields,
+        stall_cycles=stall_cycles,
+        elapsed_cycles=sum(stall_cycles.values()),
+        last_done_cycle=int(done.max()) if done.size else 0,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. DRAM traffic
+
+
+@dataclass(frozen=True)
+class _MemoryRecords:
+    """Per memory record of a trace (shape (N_memory,) each): bytes moved (``nbytes * count``,
+    int64), whether it is a DRAM record, whether it is a read."""
+
+    nbytes: npt.NDArray[np.int64]
+    dram: npt.NDArray[np.bool_]
+    read: npt.NDArray[np.bool_]
+
+    @classmethod
+    def of(cls, trace: Trace) -> _MemoryRecords:
+        """The columns of ``trace.memory``."""
+        mem = trace.memory
+        return cls(
+            nbytes=(mem["nbytes"] * mem["count"]).astype(np.int64),
+            dram=mem["space"] == table_code(trace, "space", "DRAM"),
+            read=mem["rw"] == 0,
+        )
+
+
+@dataclass(frozen=True)
+class _SegmentTraffic:
+    """DRAM traffic of one copy of a segment: transfers, bytes, bytes per tensor name."""
+
+    reads: int
+    writes: int
+    read_bytes: int
+    write_bytes: int
+    bytes_by_tensor: dict[str, int]
+
+
+def _dram_traffic(trace: Trace, records: _MemoryRecords) -> _SegmentTraffic:
+    """The DRAM records of a trace, counted (every transfer, ``nbytes * count`` bytes)."""
+    dram, rd, nbytes = records.dram, records.read, records.nbytes
+    tensors = trace.table("tensor")
+    per_tensor = np.bincount(
+        trace.memory["tensor"][dram], weights=nbytes[dram], minlength=len(tensors)
+    )
+    return _SegmentTraffic(
+        reads=int((dram & rd).sum()),
+        writes=int((dram & ~rd).sum()),
+        read_bytes=int(nbytes[dram & rd].sum()),
+        write_bytes=int(nbytes[dram & ~rd].sum()),
+        bytes_by_tensor={
+            tensors[code]: int(per_tensor[code]) for code in np.flatnonzero(per_tensor).tolist()
+        },
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. Buffer accounting
+
+
+@dataclass
+class _BufferTotals:
+    """Running access counts of one on-chip buffer: words and bytes read and written."""
+
+    reads: float = 0.0
+    writes: float = 0.0
+    read_bytes: float = 0.0
+    write_bytes: float = 0.0
+
+    def access(self, word_bits: float) -> BufferAccess:
+        """The totals as a :class:`~.stats.BufferAccess`, rounded to whole accesses/bytes."""
+        return BufferAccess(
+            int(round(self.reads)), int(round(self.writes)), int(round(self.read_bytes)),
+            int(round(self.write_bytes)), int(round(word_bits)),
+        )  # fmt: skip
+
+
+def _add_buffer_accesses(
+    buffers: dict[str, _BufferTotals],
+    hw: HwParams,
+    trace: Trace,
+    timing: _SegmentTiming,
+    records: _MemoryRecords,
+    repeat: int,
+) -> None:
+    """Add one segment's buffer accesses, times ``repeat``, to ``buffers`` (docs/hbq_sim.md,
+    "Buffer accounting"): the ACT and WGT fills from DRAM (the record's ``phase`` names the
+    buffer), the softmax's PSUM reads and ACT writes (on-chip records after a vector record),
+    and the array side of every PE record from its micro-model (token broadcasts, weight
+    loads, partial-sum read-modify-writes)."""
+    act, wgt, psum = buffers["ACT"], buffers["WGT"], buffers["PSUM"]
+    act_word_bytes = hw.act_width_bits / 8
+    wgt_word_bytes = hw.wgt_width_bits / 8
+    psum_word_bytes = float(hw.psum_word_bits) / 8
+    mem = trace.memory
+    record_bytes, dram, rd = records.nbytes, records.dram, records.read
+    phases = mem["phase"]
+    for buf, phase, word_bytes in ((act, "act", act_word_bytes), (wgt, "wgt", wgt_word_bytes)):
+        sel = dram & rd & (phases == table_code(trace, "phase", phase))
+        buf.writes += float(np.ceil(record_bytes[sel] / word_bytes).sum()) * repeat
+        buf.write_bytes += float(record_bytes[sel].sum()) * repeat
+
+    prog = timing.program
+    on_chip = np.flatnonzero((prog.kind == 0) & (prog.queue == QUEUE_NONE))
+    if on_chip.size:
+        dep = prog.dep[on_chip]
+        after_vector = (dep >= 0) & (prog.queue[np.maximum(dep, 0)] == QUEUE_VECTOR)
+        rows = prog.index[on_chip[after_vector]]
+        vec_bytes = record_bytes[rows]
+        vec_space = mem["space"][rows]
+        vec_read = mem["rw"][rows] == 0
+        psum_read = (vec_space == table_code(trace, "space", "PSUM")) & vec_read
+        act_write = (vec_space == table_code(trace, "space", "ACT")) & ~vec_read
+        psum.reads += float(np.ceil(vec_bytes[psum_read] / psum_word_bytes).sum()) * repeat
+        psum.read_bytes += float(vec_bytes[psum_read].sum()) * repeat
+        act.writes += float(np.ceil(vec_bytes[act_write] / act_word_bytes).sum()) * repeat
+        act.write_bytes += float(vec_bytes[act_write].sum()) * repeat
+
+    rows_pe = prog.index[timing.pe_positions]
+    comp = trace.compute
+    c_m = comp["m"][rows_pe]
+    c_n = comp["n"][rows_pe]
+    c_fa = comp["fmt_a"][rows_pe]
+    c_fb = comp["fmt_b"][rows_pe]
+    fmts = trace.table("fmt")
+    act_words = np.asarray([_act_words(hw, f) for f in fmts], dtype=np.int64)[c_fa]
+    wgt_words = np.asarray([_wgt_words(hw, f) for f in fmts], dtype=np.int64)[c_fb]
+    pass_table = np.asarray([[_passes(hw, a, b) for b in fmts] for a in fmts], dtype=np.int64)
+    passes = pass_table[c_fa, c_fb]
+    waves = timing.tile_fields["waves"]
+    ksteps = waves // np.maximum(1, -(-c_n // hw.n_pes))
+    act_reads = float((c_m * waves * passes * act_words).sum()) * repeat
+    wgt_reads = float((c_n * ksteps * wgt_words).sum()) * repeat
+    act.reads += act_reads
+    act.read_bytes += act_reads * act_word_bytes
+    wgt.reads += wgt_reads
+    wgt.read_bytes += wgt_reads * wgt_word_bytes
+    psum_reads = float(timing.tile_fields["psum_reads"].sum()) * repeat
+    psum_writes = float(timing.tile_fields["psum_writes"].sum()) * repeat
+    psum.reads += psum_reads
+    psum.read_bytes += psum_reads * psum_word_bytes
+    psum.writes += psum_writes
+    psum.write_bytes += psum_writes * psum_word_bytes
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. Assembly
+
+
+@dataclass
+class _NameTotals:
+    """Running totals of one segment name (all its copies)."""
+
+    kind: str
+    count: int = 0
+    cycles: float = 0.0
+    macs: float = 0.0
+    dram_read_bytes: float = 0.0
+    dram_write_bytes: float = 0.0
+
+
+@dataclass
+class _Totals:
+    """Running totals of a cycle-mode run, over all segments and their repeats."""
+
+    stall_cycles: dict[str, float] = field(
+        default_factory=lambda: {c: 0.0 for c in ("busy", *STALL_CAUSES)}
+    )
+    cycles: float = 0.0
+    macs: float = 0.0
+    dram_reads: int = 0
+    dram_writes: int = 0
+    dram_read_bytes: float = 0.0
+    dram_write_bytes: float = 0.0
+    dram_bytes_by_tensor: dict[str, int] = field(default_factory=dict)
+    buffers: dict[str, _BufferTotals] = field(
+        default_factory=lambda: {b: _BufferTotals() for b in ("ACT", "WGT", "PSUM")}
+    )
+    by_name: dict[str, _NameTotals] = field(default_factory=dict)
+    last_name: str = ""
+    last_done_cycle: int = 0
+
+    def add(self, segment: TraceSegment, timing: _SegmentTiming, traffic: _SegmentTraffic) -> None:
+        """Add one segment's time, work and DRAM traffic, times its ``repeat``."""
+        rep = segment.repeat
+        for c, v in timing.stall_cycles.items():
+            self.stall_cycles[c] += v * rep
+        self.cycles += timing.elapsed_cycles * rep
+        self.last_done_cycle = max(self.last_done_cycle, timing.last_done_cycle)
+        self.dram_read_bytes += traffic.read_bytes * rep
+        self.dram_write_bytes += traffic.write_bytes * rep
+        self.dram_reads += traffic.reads * rep
+        self.dram_writes += traffic.writes * rep
+        for tensor, nbytes in traffic.bytes_by_tensor.items():
+            self.dram_bytes_by_tensor[tensor] = (
+                self.dram_bytes_by_tensor.get(tensor, 0) + nbytes * rep
+            )
+        macs = segment.trace.total_macs()
+        self.macs += macs * rep
+        acc = self.by_name.setdefault(segment.name, _NameTotals(segment.kind))
+        acc.count += rep
+        acc.cycles += timing.elapsed_cycles * rep
+        acc.macs += macs * rep
+        acc.dram_read_bytes += traffic.read_bytes * rep
+        acc.dram_write_bytes += traffic.write_bytes * rep
+        self.last_name = segment.name
+
+
+def _assemble_cycle_stats(
+    arch: HbqArchConfig,
+    workload: Workload,
+    hw: HwParams,
+    totals: _Totals,
+    pe_free_cycle: int,
+    engine: str,
+) -> HbqSimStats:
+    """The final statistics: the drain after the last tile (from the PE array's last
+    ``pe_free_cycle`` to the last completion) is counted once, whatever the last segment's
+    repeat, and charged to ``drain`` and to the last segment's name."""
+    drain_cycles = totals.last_done_cycle - pe_free_cycle
+    stall = dict(totals.stall_cycles)
+    stall["drain"] += drain_cycles
+    cycles = totals.cycles + drain_cycles
+    if totals.last_name:
+        totals.by_name[totals.last_name].cycles += drain_cycles
+    word_bits = {
+        "ACT": hw.act_width_bits,
+        "WGT": hw.wgt_width_bits,
+        "PSUM": float(hw.psum_word_bits),
+    }
+    buffers = {b: t.access(word_bits[b]) for b, t in totals.buffers.items()}
+    kinds = {
+        k: KindStats(a.kind, a.count, int(round(a.cycles)), int(round(a.macs)),
+                     int(round(a.dram_read_bytes)), int(round(a.dram_write_bytes)))
+        for k, a in totals.by_name.items()
+    }  # fmt: skip
+    dram_stats = DramAccess(
+        totals.dram_reads, totals.dram_writes, int(round(totals.dram_read_bytes)),
+        int(round(totals.dram_write_bytes)), dict(sorted(totals.dram_bytes_by_tensor.items())),
+    )  # fmt: skip
+    notes = _notes(workload, engine=f"cycle-approximate, {engine} engine")
+    stall_i = {c: int(round(v)) for c, v in stall.items()}
+    return _stats(arch, workload, hw, "cycle", int(round(cycles)), int(round(totals.macs)),
+                  stall_i, buffers, dram_stats, kinds, notes)  # fmt: skip
 
 
 def simulate_segments(
@@ -183,153 +445,16 @@ def simulate_segments(
         The :class:`~.stats.HbqSimStats` (``mode="cycle"``).
     """
     hw = hw_params(arch)
-    cache: dict = {}
+    tile_cache: dict[tuple[int, int, int, bool, str, str], TileCycles] = {}
     free = np.zeros(3, dtype=np.int64)
-    pe_free = 0
-    makespan = 0
-    stall = {c: 0.0 for c in ("busy", *STALL_CAUSES)}
-    cycles = 0.0
-    by_name: dict[str, _Acc] = {}
-    last_name = ""
-    n_r = n_w = 0
-    bytes_r = bytes_w = 0.0
-    macs_total = 0.0
-    by_tensor: dict[str, int] = {}
-    buf = dict.fromkeys(
-        ("act_r", "act_w", "act_rb", "act_wb", "wgt_r", "wgt_w", "wgt_rb", "wgt_wb", "psum_r",
-         "psum_w", "psum_rb", "psum_wb"), 0.0,
-    )  # fmt: skip
-    act_wb = hw.act_width_bits / 8
-    wgt_wb = hw.wgt_width_bits / 8
-    psum_wb = float(hw.psum_word_bits) / 8
+    totals = _Totals()
     for seg in segments:
-        tr, rep = seg.trace, seg.repeat
-        prog = build_program(hw, [tr], cache)
-        start, done = run_program(prog, engine=engine, free=free)
-        pe, causes = _attribute_gaps(prog, start, done, pe_free)
-        tiles = prog.tiles
-        tid = prog.tile_id[pe]
-        field = {
-            f: (np.asarray([getattr(t, f) for t in tiles], dtype=np.int64)[tid] if tiles
-                else np.zeros(0, np.int64))
-            for f in _TILE_FIELDS
-        }  # fmt: skip
-        for c in ("weight_propagation", "issue_interval", "operand_passes",
-                  "psum_bank_conflict", "pipeline_turnaround"):  # fmt: skip
-            causes[c] = causes[c] + field[c]
-        seg_stall = {c: float(v.sum()) for c, v in causes.items()}
-        seg_stall["busy"] = float(field["ideal"].sum())
-        seg_cycles = sum(seg_stall.values())
-        for c, v in seg_stall.items():
-            stall[c] += v * rep
-        cycles += seg_cycles * rep
-        if pe.size:
-            pe_free = int(start[pe[-1]] + prog.occ[pe[-1]])
-        if done.size:
-            makespan = max(makespan, int(done.max()))
-
-        # Work and traffic from the trace.
-        mem = tr.memory
-        nbytes = (mem["nbytes"] * mem["count"]).astype(np.int64)
-        dram = mem["space"] == _code(tr, "space", "DRAM")
-        rd = mem["rw"] == 0
-        seg_r = int(nbytes[dram & rd].sum())
-        seg_w = int(nbytes[dram & ~rd].sum())
-        bytes_r += seg_r * rep
-        bytes_w += seg_w * rep
-        n_r += int((dram & rd).sum()) * rep
-        n_w += int((dram & ~rd).sum()) * rep
-        tensors = tr.table("tensor")
-        tb = np.bincount(mem["tensor"][dram], weights=nbytes[dram], minlength=len(tensors))
-        for code in np.flatnonzero(tb).tolist():
-            by_tensor[tensors[code]] = by_tensor.get(tensors[code], 0) + int(tb[code]) * rep
-        macs = tr.total_macs()
-        macs_total += macs * rep
-        acc = by_name.setdefault(seg.name, _Acc(seg.kind))
-        acc.count += rep
-        acc.cycles += seg_cycles * rep
-        acc.macs += macs * rep
-        acc.dram_r += seg_r * rep
-        acc.dram_w += seg_w * rep
-        last_name = seg.name
-
-        # Buffer fills from DRAM (phase = the buffer), and the vector unit's on-chip accesses.
-        phases = mem["phase"]
-        for name, width, key in (("act", act_wb, "act"), ("wgt", wgt_wb, "wgt")):
-            sel = dram & rd & (phases == _code(tr, "phase", name))
-            buf[f"{key}_w"] += float(np.ceil(nbytes[sel] / width).sum()) * rep
-            buf[f"{key}_wb"] += float(nbytes[sel].sum()) * rep
-        on_chip = np.flatnonzero((prog.kind == 0) & (prog.queue == QUEUE_NONE))
-        if on_chip.size:
-            dq = prog.dep[on_chip]
-            from_vec = (dq >= 0) & (prog.queue[np.maximum(dq, 0)] == QUEUE_VECTOR)
-            rows = prog.index[on_chip[from_vec]]
-            vb = nbytes[rows]
-            vs = mem["space"][rows]
-            vrd = mem["rw"][rows] == 0
-            ps = (vs == _code(tr, "space", "PSUM")) & vrd
-            aw = (vs == _code(tr, "space", "ACT")) & ~vrd
-            buf["psum_r"] += float(np.ceil(vb[ps] / psum_wb).sum()) * rep
-            buf["psum_rb"] += float(vb[ps].sum()) * rep
-            buf["act_w"] += float(np.ceil(vb[aw] / act_wb).sum()) * rep
-            buf["act_wb"] += float(vb[aw].sum()) * rep
-
-        # Array-side accesses from the micro-model of every PE record.
-        rows_pe = prog.index[pe]
-        c_m = tr.compute["m"][rows_pe]
-        c_n = tr.compute["n"][rows_pe]
-        c_fa = tr.compute["fmt_a"][rows_pe]
-        c_fb = tr.compute["fmt_b"][rows_pe]
-        fmts = tr.table("fmt")
-        fa = np.asarray([_act_words(hw, f) for f in fmts], dtype=np.int64)[c_fa]
-        fb = np.asarray([_wgt_words(hw, f) for f in fmts], dtype=np.int64)[c_fb]
-        pp = np.asarray([[_passes(hw, a, b) for b in fmts] for a in fmts], dtype=np.int64)
-        passes = pp[c_fa, c_fb]
-        ksteps = field["waves"] // np.maximum(1, -(-c_n // hw.n_pes))
-        act_reads = float((c_m * field["waves"] * passes * fa).sum()) * rep
-        wgt_reads = float((c_n * ksteps * fb).sum()) * rep
-        buf["act_r"] += act_reads
-        buf["act_rb"] += act_reads * act_wb
-        buf["wgt_r"] += wgt_reads
-        buf["wgt_rb"] += wgt_reads * wgt_wb
-        pr = float(field["psum_reads"].sum()) * rep
-        pw = float(field["psum_writes"].sum()) * rep
-        buf["psum_r"] += pr
-        buf["psum_rb"] += pr * psum_wb
-        buf["psum_w"] += pw
-        buf["psum_wb"] += pw * psum_wb
-        del prog, start, done, tr
-
-    # The drain after the last tile happens once, whatever the last segment's repeat.
-    tail = makespan - pe_free
-    stall["drain"] += tail
-    cycles += tail
-    if last_name:
-        by_name[last_name].cycles += tail
-
-    def acc_(r: str, w: str, rb: str, wb: str, bits: float) -> BufferAccess:
-        return BufferAccess(
-            int(round(buf[r])), int(round(buf[w])), int(round(buf[rb])), int(round(buf[wb])),
-            int(round(bits)),
-        )  # fmt: skip
-
-    buffers = {
-        "ACT": acc_("act_r", "act_w", "act_rb", "act_wb", hw.act_width_bits),
-        "WGT": acc_("wgt_r", "wgt_w", "wgt_rb", "wgt_wb", hw.wgt_width_bits),
-        "PSUM": acc_("psum_r", "psum_w", "psum_rb", "psum_wb", float(hw.psum_word_bits)),
-    }
-    kinds = {
-        k: KindStats(a.kind, a.count, int(round(a.cycles)), int(round(a.macs)),
-                     int(round(a.dram_r)), int(round(a.dram_w)))
-        for k, a in by_name.items()
-    }  # fmt: skip
-    dram_stats = DramAccess(
-        n_r, n_w, int(round(bytes_r)), int(round(bytes_w)), dict(sorted(by_tensor.items()))
-    )
-    notes = _notes(workload, engine=f"cycle-approximate, {engine} engine")
-    stall_i = {c: int(round(v)) for c, v in stall.items()}
-    return _stats(arch, workload, hw, "cycle", int(round(cycles)), int(round(macs_total)),
-                  stall_i, buffers, dram_stats, kinds, notes)  # fmt: skip
+        timing = _time_segment(hw, seg.trace, tile_cache, free, engine)
+        records = _MemoryRecords.of(seg.trace)
+        totals.add(seg, timing, _dram_traffic(seg.trace, records))
+        _add_buffer_accesses(totals.buffers, hw, seg.trace, timing, records, seg.repeat)
+        del timing, records  # before the next segment's trace is generated
+    return _assemble_cycle_stats(arch, workload, hw, totals, int(free[QUEUE_PE]), engine)
 
 
 def _act_words(hw: HwParams, name: str) -> int:

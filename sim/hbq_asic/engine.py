@@ -19,9 +19,10 @@ Two levels:
   its ``dep`` has completed; on-chip memory records (PSUM, ACT) complete with their ``dep``.
   Buffer capacity and double buffering are the programs' buffer-slot dependencies.
 
-The engine exists twice with identical results: a simpy process model (the reference, one process
-per queue) and a numba loop over the same recurrence (the default, fast); a test checks that they
-agree record for record.
+The program engine is :mod:`coaccel.sim.common`'s, on the queues :data:`HBQ_QUEUES`; it exists
+twice with identical results: a simpy process model (the reference, one process per queue) and a
+numba loop over the same recurrence (the default, fast); a test checks that they agree record for
+record. :data:`STALL_ATTRIBUTION` configures its stall attribution for the PE array.
 """
 
 from __future__ import annotations
@@ -34,15 +35,29 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
+from coaccel.sim.common import (
+    QUEUE_NONE,
+    QueueProgram,
+    Queues,
+    RecordView,
+    StallAttribution,
+    TransferCauses,
+    distinct_rows,
+    merge_records,
+    table_code,
+)
+from coaccel.sim.common import run_program as common_run_program
 from coaccel.trace import Trace
 
 from ._hw import HwParams
 
 __all__ = [
+    "HBQ_QUEUES",
     "QUEUE_DMA",
     "QUEUE_NONE",
     "QUEUE_PE",
     "QUEUE_VECTOR",
+    "STALL_ATTRIBUTION",
     "Program",
     "TileCycles",
     "build_program",
@@ -51,14 +66,28 @@ __all__ = [
     "run_program",
 ]
 
-QUEUE_NONE = -1
-"""On-chip memory record: no queue, completes with its dependency."""
-QUEUE_DMA = 0
+HBQ_QUEUES = Queues(("dma", "pe_array", "vector"))
+"""The accelerator's in-order queues: the DMA engine (DRAM transfers), the PE array and the
+vector (softmax) unit."""
+QUEUE_DMA = HBQ_QUEUES.index("dma")
 """DRAM record (read or write) on the in-order DMA queue."""
-QUEUE_PE = 1
+QUEUE_PE = HBQ_QUEUES.index("pe_array")
 """Compute record on the PE array."""
-QUEUE_VECTOR = 2
+QUEUE_VECTOR = HBQ_QUEUES.index("vector")
 """Compute record on the vector (softmax) unit."""
+
+STALL_ATTRIBUTION = StallAttribution(
+    queues=HBQ_QUEUES,
+    critical="pe_array",
+    wait_causes={"pe_array": "pipeline_latency", "vector": "vector_unit"},
+    transfers={"dma": TransferCauses("dram_bandwidth", "dram_bandwidth", "dram_latency")},
+    no_dependency="pipeline_latency",
+)
+"""How the PE array's idle gaps split by cause (docs/hbq_sim.md, "Stalls"): waiting for a
+buffer slot the array itself frees is ``pipeline_latency``, for the softmax ``vector_unit``;
+waiting for a DRAM transfer is ``dram_bandwidth`` while it is queued behind other transfers or
+being transferred and ``dram_latency`` after (a transfer held back by the softmax or the array
+charges that part to them)."""
 
 
 @dataclass(frozen=True)
@@ -298,15 +327,20 @@ def pe_tile_closed_form(
 # Programs
 
 
-@dataclass(frozen=True)
-class Program:
+@dataclass(frozen=True, eq=False)  # array columns: compare them with numpy
+class Program(QueueProgram):
     """A trace (or several, one after the other) as the engine runs it, in program order.
+
+    The engine columns (``queue``, ``occupancy_cycles``, ``latency_cycles``, ``dep``) are those
+    of :class:`~coaccel.sim.common.QueueProgram`, on the queues :data:`HBQ_QUEUES`; the other
+    columns trace each record back to its trace and its tile model.
 
     Attributes:
         queue: shape (N,) int8: :data:`QUEUE_DMA`, :data:`QUEUE_PE`, :data:`QUEUE_VECTOR` or
             :data:`QUEUE_NONE`.
-        occ: shape (N,) int64: cycles the record holds its queue.
-        lat: shape (N,) int64: cycles from the end of its occupancy to its completion.
+        occupancy_cycles: shape (N,) int64: cycles the record holds its queue.
+        latency_cycles: shape (N,) int64: cycles from the end of its occupancy to its
+            completion.
         dep: shape (N,) int64: index (into these arrays) of the record it waits for, or -1.
         segment: shape (N,) int32: index of the trace each record came from.
         kind: shape (N,) int8: 0 memory, 1 compute.
@@ -316,79 +350,169 @@ class Program:
         tiles: the distinct micro-model results.
     """
 
-    queue: npt.NDArray[np.int8]
-    occ: npt.NDArray[np.int64]
-    lat: npt.NDArray[np.int64]
-    dep: npt.NDArray[np.int64]
     segment: npt.NDArray[np.int32]
     kind: npt.NDArray[np.int8]
     index: npt.NDArray[np.int64]
     tile_id: npt.NDArray[np.int64]
     tiles: tuple[TileCycles, ...]
 
-
-@dataclass(frozen=True)
-class _TraceView:
-    """One trace's records merged in seq order, with the columns the engine needs."""
-
-    kind: npt.NDArray[np.int8]
-    index: npt.NDArray[np.int64]
-    dep: npt.NDArray[np.int64]
-
-
-def _merge(trace: Trace) -> _TraceView:
-    mem, comp = trace.memory, trace.compute
-    seq = np.concatenate([mem["seq"], comp["seq"]])
-    kind = np.concatenate([np.zeros(mem.size, np.int8), np.ones(comp.size, np.int8)])
-    index = np.concatenate([np.arange(mem.size), np.arange(comp.size)]).astype(np.int64)
-    dep_seq = np.concatenate([mem["dep"], comp["dep"]])
-    n = seq.size
-    if n and int(seq.min()) == 0 and int(seq.max()) == n - 1:
-        # Seq numbers 0 .. n-1 (unique: the trace contract): positions by scatter.
-        pos = np.empty(n, dtype=np.int64)
-        pos[seq] = np.arange(n, dtype=np.int64)
-        kind, index, dep_seq = kind[pos], index[pos], dep_seq[pos]
-        dep = dep_seq.astype(np.int64)
-    else:
-        order = np.argsort(seq, kind="stable")
-        seq, kind, index, dep_seq = seq[order], kind[order], index[order], dep_seq[order]
-        dep = np.where(dep_seq >= 0, np.searchsorted(seq, dep_seq), -1).astype(np.int64)
-    return _TraceView(kind, index, dep)
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        n = self.n_records
+        for name in ("segment", "kind", "index", "tile_id"):
+            if np.shape(getattr(self, name)) != (n,):
+                raise ValueError(
+                    f"Program.{name} has shape {np.shape(getattr(self, name))}; the program "
+                    f"has {n} records"
+                )
 
 
-def _code(trace: Trace, table: str, name: str) -> int:
-    """Index of a name in a trace's string table, or -1 if no record uses it."""
-    names = trace.table(table)
-    return names.index(name) if name in names else -1
+_TileKey = tuple[int, int, int, bool, str, str]
+"""Micro-model cache key: ``(m, n, k, has_psum_read, fmt_a, fmt_b)``."""
 
 
-def _tile_keys(cols: list[npt.NDArray[np.int64]]) -> tuple[npt.NDArray[np.int64], np.ndarray]:
-    """Distinct rows of the key columns: (inverse, unique rows), packing into one int64 when
-    the columns fit (much faster than ``np.unique(axis=0)``)."""
-    widths = [max(1, int(c.max()).bit_length()) if c.size else 1 for c in cols]
-    if sum(widths) <= 62 and all(int(c.min()) >= 0 for c in cols if c.size):
-        packed = np.zeros(cols[0].size, dtype=np.int64)
-        for c, w in zip(cols, widths, strict=True):
-            packed = (packed << w) | c
-        uniq, first, inv = np.unique(packed, return_index=True, return_inverse=True)
-        rows = np.stack([c[first] for c in cols], axis=1)
-        return inv.reshape(-1), rows
-    keys = np.stack(cols, axis=1)
-    rows, inv = np.unique(keys, axis=0, return_inverse=True)
-    return inv.reshape(-1), rows
+@dataclass
+class _TileTable:
+    """The distinct micro-model results of a program, computed once each (through a cache
+    shared between programs)."""
+
+    hw: HwParams
+    micro: Literal["cycle", "closed_form"]
+    cache: dict[_TileKey, TileCycles]
+    tiles: list[TileCycles]
+    position: dict[_TileKey, int]
+
+    def tile_id(self, key: _TileKey) -> int:
+        """Index into :attr:`tiles` of a tile's result, computing it on first use."""
+        tc = self.cache.get(key)
+        if tc is None:
+            model = pe_tile_cycles if self.micro == "cycle" else pe_tile_closed_form
+            m, n, k, has_psum_read, fmt_a, fmt_b = key
+            tc = model(self.hw, m, n, k, has_psum_read=has_psum_read, fmt_a=fmt_a, fmt_b=fmt_b)
+            self.cache[key] = tc
+        if key not in self.position:
+            self.position[key] = len(self.tiles)
+            self.tiles.append(tc)
+        return self.position[key]
+
+
+@dataclass
+class _Columns:
+    """The engine columns of one trace's records, filled kind by kind."""
+
+    queue: npt.NDArray[np.int8]
+    occupancy_cycles: npt.NDArray[np.int64]
+    latency_cycles: npt.NDArray[np.int64]
+    tile_id: npt.NDArray[np.int64]
+
+    @classmethod
+    def empty(cls, n_records: int) -> _Columns:
+        """Every record on no queue, zero cycles, no tile."""
+        return cls(
+            np.full(n_records, QUEUE_NONE, dtype=np.int8),
+            np.zeros(n_records, dtype=np.int64),
+            np.zeros(n_records, dtype=np.int64),
+            np.full(n_records, -1, dtype=np.int64),
+        )
+
+
+def _place_memory(hw: HwParams, trace: Trace, view: RecordView, cols: _Columns) -> None:
+    """DRAM records go on the DMA queue: ``ceil(bytes / sustained bytes per cycle)`` of
+    occupancy, and a read's data arrives the DRAM latency later. Other memory records (on-chip
+    buffers) stay on no queue."""
+    pos_m = view.positions("memory")
+    rows_m = view.index[pos_m]
+    mem = trace.memory
+    # Column by column (a gather of whole structured records is much slower).
+    is_dram = (mem["space"] == table_code(trace, "space", "DRAM"))[rows_m]
+    pos_d = pos_m[is_dram]
+    rows_d = rows_m[is_dram]
+    nbytes = mem["nbytes"][rows_d] * mem["count"][rows_d]
+    cols.queue[pos_d] = QUEUE_DMA
+    cols.occupancy_cycles[pos_d] = np.where(
+        nbytes > 0, np.ceil(nbytes / hw.dram_bytes_per_cycle).astype(np.int64), 0
+    )
+    cols.latency_cycles[pos_d] = np.where(mem["rw"][rows_d] == 0, hw.dram_latency, 0)
+
+
+def _follows_psum_read(trace: Trace, view: RecordView, pos: npt.NDArray[np.int64]) -> np.ndarray:
+    """Whether the record just before each position is a PSUM read: a compute record's
+    partial-sum read (``seq - 1``, the convention of :func:`coaccel.models.hbq.gemm_trace`)."""
+    prev = pos - 1
+    out = np.zeros(pos.size, dtype=bool)
+    is_mem = (prev >= 0) & (view.kind[np.maximum(prev, 0)] == view.kinds.index("memory"))
+    rows = view.index[prev[is_mem]]
+    mem = trace.memory
+    is_psum = mem["space"][rows] == table_code(trace, "space", "PSUM")
+    out[is_mem] = is_psum & (mem["rw"][rows] == 0)
+    return out
+
+
+def _place_compute(
+    hw: HwParams, trace: Trace, view: RecordView, cols: _Columns, tiles: _TileTable, where: str
+) -> None:
+    """PE-array records go on the PE queue with the micro-model's occupancy (it includes the
+    drain: results are out when it ends); vector records on the vector queue,
+    ``ceil(m * n / elems per cycle)`` cycles and the unit's latency."""
+    pos_c = view.positions("compute")
+    rows_c = view.index[pos_c]
+    comp = trace.compute
+    unit = comp["unit"][rows_c]
+    on_pe = unit == table_code(trace, "unit", "pe_array")
+    on_vec = unit == table_code(trace, "unit", "vector")
+    other = ~(on_pe | on_vec)
+    if other.any():
+        units = sorted({trace.table("unit")[u] for u in np.unique(unit[other]).tolist()})
+        raise ValueError(
+            f"{where}: compute unit(s) {units} are not simulated by the HBQ ASIC engine "
+            "(pe_array, vector)"
+        )
+    pos_pe = pos_c[on_pe]
+    if pos_pe.size:
+        rows_pe = rows_c[on_pe]
+        fmts = trace.table("fmt")
+        inverse, keys = distinct_rows(
+            [comp["m"][rows_pe], comp["n"][rows_pe], comp["k"][rows_pe],
+             _follows_psum_read(trace, view, pos_pe).astype(np.int64),
+             comp["fmt_a"][rows_pe], comp["fmt_b"][rows_pe]]
+        )  # fmt: skip
+        key_occupancy = np.zeros(len(keys), dtype=np.int64)
+        key_tile = np.zeros(len(keys), dtype=np.int64)
+        for i, (m, n, k, has_rd, fmt_a, fmt_b) in enumerate(keys.tolist()):
+            tid = tiles.tile_id((m, n, k, bool(has_rd), str(fmts[fmt_a]), str(fmts[fmt_b])))
+            key_occupancy[i] = tiles.tiles[tid].occupancy
+            key_tile[i] = tid
+        cols.queue[pos_pe] = QUEUE_PE
+        cols.occupancy_cycles[pos_pe] = key_occupancy[inverse]
+        cols.latency_cycles[pos_pe] = 0
+        cols.tile_id[pos_pe] = key_tile[inverse]
+    pos_vec = pos_c[on_vec]
+    rows_vec = rows_c[on_vec]
+    elems = comp["m"][rows_vec] * comp["n"][rows_vec]
+    cols.queue[pos_vec] = QUEUE_VECTOR
+    cols.occupancy_cycles[pos_vec] = -(-elems // hw.vector_elems_per_cycle)
+    cols.latency_cycles[pos_vec] = hw.vector_latency
+
+
+_PROGRAM_DTYPES = (np.int8, np.int64, np.int64, np.int64, np.int32, np.int8, np.int64, np.int64)
 
 
 def build_program(
     hw: HwParams,
     traces: Sequence[Trace],
-    tile_cycles: dict[tuple[int, int, int, bool, str, str], TileCycles],
+    tile_cycles: dict[_TileKey, TileCycles],
     *,
     micro: Literal["cycle", "closed_form"] = "cycle",
 ) -> Program:
     """Turn traces into engine records (queues, occupancies, latencies, dependencies).
 
-    A compute record's partial-sum read is the PSUM read record just before it (``seq - 1``),
-    the convention of :func:`coaccel.models.hbq.gemm_trace` and ``attention_trace``.
+    Each trace's memory and compute records are merged in issue order
+    (:func:`~coaccel.sim.common.merge_records`). DRAM records run on the DMA queue, PE-array
+    compute records on the PE queue (occupancy from the tile micro-model, each distinct tile
+    computed once), vector compute records on the vector queue; on-chip memory records (PSUM,
+    ACT) occupy no queue. A compute record's partial-sum read is the PSUM read record just
+    before it (``seq - 1``), the convention of :func:`coaccel.models.hbq.gemm_trace` and
+    ``attention_trace``.
 
     Args:
         hw: hardware constants.
@@ -399,176 +523,39 @@ def build_program(
 
     Returns:
         The :class:`Program`.
+
+    Raises:
+        ValueError: a compute record on a unit other than ``pe_array`` and ``vector``.
     """
+    tiles = _TileTable(hw, micro, tile_cycles, [], {})
     parts = []
     offset = 0
-    tile_fn = pe_tile_cycles if micro == "cycle" else pe_tile_closed_form
-    tile_list: list[TileCycles] = []
-    tile_pos: dict[tuple[int, int, int, bool, str, str], int] = {}
-    for si, tr in enumerate(traces):
-        v = _merge(tr)
-        n = v.kind.size
-        queue = np.full(n, QUEUE_NONE, dtype=np.int8)
-        occ = np.zeros(n, dtype=np.int64)
-        lat = np.zeros(n, dtype=np.int64)
-        # Column by column (a gather of whole structured records is much slower).
-        pos_m = np.flatnonzero(v.kind == 0)
-        rows_m = v.index[pos_m]
-        mem = tr.memory
-        dram_rows = mem["space"] == _code(tr, "space", "DRAM")
-        is_dram = dram_rows[rows_m]
-        pos_d = pos_m[is_dram]
-        rows_d = rows_m[is_dram]
-        nbytes = mem["nbytes"][rows_d] * mem["count"][rows_d]
-        queue[pos_d] = QUEUE_DMA
-        occ[pos_d] = np.where(
-            nbytes > 0, np.ceil(nbytes / hw.dram_bytes_per_cycle).astype(np.int64), 0
-        )
-        lat[pos_d] = np.where(mem["rw"][rows_d] == 0, hw.dram_latency, 0)
-
-        pos_c = np.flatnonzero(v.kind == 1)
-        rows_c = v.index[pos_c]
-        ctab = tr.compute
-        fmts = tr.table("fmt")
-        unit = ctab["unit"][rows_c]
-        on_pe = unit == _code(tr, "unit", "pe_array")
-        on_vec = unit == _code(tr, "unit", "vector")
-        other = ~(on_pe | on_vec)
-        if other.any():
-            units = sorted({tr.table("unit")[u] for u in np.unique(unit[other]).tolist()})
-            raise ValueError(
-                f"trace {si}: compute unit(s) {units} are not simulated by the HBQ ASIC engine "
-                "(pe_array, vector)"
-            )
-        # Partial-sum read right before a PE record?
-        prev = np.maximum(pos_c - 1, 0)
-        prev_rows = v.index[prev]
-        prev_psum = (
-            (pos_c >= 1)
-            & (v.kind[prev] == 0)
-            & (tr.memory["space"][prev_rows] == _code(tr, "space", "PSUM"))
-            & (tr.memory["rw"][prev_rows] == 0)
-        )
-        pe_pos = pos_c[on_pe]
-        rows_pe = rows_c[on_pe]
-        keys = [
-            ctab["m"][rows_pe].astype(np.int64),
-            ctab["n"][rows_pe].astype(np.int64),
-            ctab["k"][rows_pe].astype(np.int64),
-            prev_psum[on_pe].astype(np.int64),
-            ctab["fmt_a"][rows_pe].astype(np.int64),
-            ctab["fmt_b"][rows_pe].astype(np.int64),
-        ]
-        tile_id = np.full(n, -1, dtype=np.int64)
-        if pe_pos.size:
-            inv, uniq = _tile_keys(keys)
-            u_occ = np.zeros(len(uniq), dtype=np.int64)
-            u_id = np.zeros(len(uniq), dtype=np.int64)
-            for i, (um, un, uk, rd, fa, fb) in enumerate(uniq.tolist()):
-                key = (um, un, uk, bool(rd), str(fmts[fa]), str(fmts[fb]))
-                tc = tile_cycles.get(key)
-                if tc is None:
-                    tc = tile_fn(hw, um, un, uk, has_psum_read=bool(rd), fmt_a=key[4], fmt_b=key[5])
-                    tile_cycles[key] = tc
-                if key not in tile_pos:
-                    tile_pos[key] = len(tile_list)
-                    tile_list.append(tc)
-                u_occ[i] = tc.occupancy
-                u_id[i] = tile_pos[key]
-            queue[pe_pos] = QUEUE_PE
-            occ[pe_pos] = u_occ[inv]
-            lat[pe_pos] = 0  # the occupancy includes the drain: results are out
-            tile_id[pe_pos] = u_id[inv]
-        vec_pos = pos_c[on_vec]
-        rows_v = rows_c[on_vec]
-        elems = ctab["m"][rows_v] * ctab["n"][rows_v]
-        queue[vec_pos] = QUEUE_VECTOR
-        occ[vec_pos] = (elems + hw.vector_elems_per_cycle - 1) // hw.vector_elems_per_cycle
-        lat[vec_pos] = hw.vector_latency
+    for si, trace in enumerate(traces):
+        view = merge_records(trace, ("memory", "compute"))
+        n = view.kind.size
+        cols = _Columns.empty(n)
+        _place_memory(hw, trace, view, cols)
+        _place_compute(hw, trace, view, cols, tiles, f"trace {si}")
         parts.append(
-            (queue, occ, lat, np.where(v.dep >= 0, v.dep + offset, -1), np.full(n, si, np.int32),
-             v.kind, v.index, tile_id)
+            (cols.queue, cols.occupancy_cycles, cols.latency_cycles,
+             np.where(view.dep >= 0, view.dep + offset, -1), np.full(n, si, np.int32),
+             view.kind, view.index, cols.tile_id)
         )  # fmt: skip
         offset += n
-    dtypes = (np.int8, np.int64, np.int64, np.int64, np.int32, np.int8, np.int64, np.int64)
     if len(parts) == 1:
-        cols = [c.astype(t, copy=False) for c, t in zip(parts[0], dtypes, strict=True)]
+        columns = [c.astype(t, copy=False) for c, t in zip(parts[0], _PROGRAM_DTYPES, strict=True)]
     elif parts:
-        cols = [
+        columns = [
             np.concatenate(c).astype(t, copy=False)
-            for c, t in zip(zip(*parts, strict=True), dtypes, strict=True)
+            for c, t in zip(zip(*parts, strict=True), _PROGRAM_DTYPES, strict=True)
         ]
     else:
-        cols = [np.zeros(0, t) for t in dtypes]
-    return Program(*cols, tiles=tuple(tile_list))
+        columns = [np.zeros(0, t) for t in _PROGRAM_DTYPES]
+    return Program(*columns, tiles=tuple(tiles.tiles))
 
 
 # ---------------------------------------------------------------------------------------------
-# Engines
-
-
-@numba.njit(cache=True)
-def _run_fast(queue, occ, lat, dep, free):  # pragma: no cover - compiled; equal to simpy (tested)
-    n = queue.size
-    start = np.zeros(n, dtype=np.int64)
-    done = np.zeros(n, dtype=np.int64)
-    for i in range(n):
-        ready = done[dep[i]] if dep[i] >= 0 else 0
-        q = queue[i]
-        if q < 0:
-            start[i] = ready
-            done[i] = ready
-            continue
-        s = max(free[q], ready)
-        start[i] = s
-        free[q] = s + occ[i]
-        done[i] = s + occ[i] + lat[i]
-    return start, done
-
-
-def _run_simpy(
-    prog: Program, free: npt.NDArray[np.int64]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    import simpy
-
-    env = simpy.Environment()
-    n = prog.queue.size
-    start = np.zeros(n, dtype=np.int64)
-    done = np.zeros(n, dtype=np.int64)
-    finished = [env.event() for _ in range(n)]
-    queue, occ, lat, dep = (a.tolist() for a in (prog.queue, prog.occ, prog.lat, prog.dep))
-
-    def complete_later(i: int, delay: int):
-        yield env.timeout(delay)
-        done[i] = int(env.now)
-        finished[i].succeed()
-
-    def on_chip(i: int):
-        if dep[i] >= 0:
-            yield finished[dep[i]]
-        start[i] = done[i] = int(env.now)
-        finished[i].succeed()
-
-    def run_queue(q: int):
-        # The queue is busy until `free[q]` with work of earlier programs.
-        yield env.timeout(int(free[q]))
-        for i in range(n):
-            if queue[i] != q:
-                continue
-            if dep[i] >= 0:
-                yield finished[dep[i]]
-            start[i] = int(env.now)
-            yield env.timeout(occ[i])
-            env.process(complete_later(i, lat[i]))
-        free[q] = int(env.now)
-
-    for i in range(n):
-        if queue[i] == QUEUE_NONE:
-            env.process(on_chip(i))
-    for q in (QUEUE_DMA, QUEUE_PE, QUEUE_VECTOR):
-        env.process(run_queue(q))
-    env.run()
-    return start, done
+# Engine
 
 
 def run_program(
@@ -577,11 +564,12 @@ def run_program(
     engine: Literal["fast", "simpy"] = "fast",
     free: npt.NDArray[np.int64] | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Run a program: each record's start and completion cycle.
+    """Run a program on the HBQ queues: each record's start and completion cycle.
 
-    Semantics (both engines): a queued record starts at ``max(queue free, completion of dep)``,
-    holds its queue for ``occ`` cycles and completes ``lat`` cycles later; an on-chip record
-    starts and completes when its dependency completes (at 0 without one).
+    :func:`coaccel.sim.common.run_program` on :data:`HBQ_QUEUES`. Semantics (both engines): a
+    queued record starts at ``max(queue free, completion of dep)``, holds its queue for
+    ``occupancy_cycles`` and completes ``latency_cycles`` later; an on-chip record starts and
+    completes when its dependency completes (at 0 without one).
 
     Args:
         prog: the program.
@@ -592,11 +580,4 @@ def run_program(
     Returns:
         ``(start, done)``, shape (N,) int64 each, cycles.
     """
-    state = np.zeros(3, dtype=np.int64) if free is None else free
-    if state.shape != (3,) or state.dtype != np.int64:
-        raise ValueError("free must be a shape (3,) int64 array")
-    if engine == "fast":
-        return _run_fast(prog.queue, prog.occ, prog.lat, prog.dep, state)
-    if engine == "simpy":
-        return _run_simpy(prog, state)
-    raise ValueError(f"engine={engine!r}; valid choices: 'fast', 'simpy'")
+    return common_run_program(prog, queue_names=HBQ_QUEUES, engine=engine, free=free)

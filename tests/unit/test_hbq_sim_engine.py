@@ -107,8 +107,8 @@ def _prog(queue, occ, lat, dep):
     n = len(queue)
     return Program(
         queue=np.asarray(queue, np.int8),
-        occ=np.asarray(occ, np.int64),
-        lat=np.asarray(lat, np.int64),
+        occupancy_cycles=np.asarray(occ, np.int64),
+        latency_cycles=np.asarray(lat, np.int64),
         dep=np.asarray(dep, np.int64),
         segment=np.zeros(n, np.int32),
         kind=np.zeros(n, np.int8),
