@@ -44,22 +44,23 @@ class HwParams:
         n_pes: PEs. macs_per_pe: MACs per PE per cycle. kstep: reduction elements per PE step.
         sa_n: partial sums per PSUM word.
         native_act_bits / native_wgt_bits: element widths the multipliers take per pass.
-        pe_ii / unit_ii: PE and accumulate-unit initiation intervals.
+        pe_ii_cycles / unit_ii_cycles: PE and accumulate-unit initiation intervals.
         shift_cycles_per_pe: weight shift cycles per PE. shadow_regs: weights shift in while
             computing.
         act_width_bits / wgt_width_bits: bits one full-width access of the ACT / WGT buffer
             delivers per cycle (``banks x bank_width_bits + sideband_bits``).
         psum_banks / psum_ports: PSUM banks and accesses per bank per cycle.
         psum_word_bits: bits per PSUM word (``sa_n`` partial sums + exponent).
-        s_wb: cycles from a token's issue to its partial-sum write-back (ACT read + broadcast +
-            PE + accumulate unit; 6 in the RTL's hbq_array with MXINT8 partial sums).
-        s_rd: cycles from a token's issue to its partial-sum read (one cycle before the PE
-            result, the synchronous read: 3 in hbq_array).
+        writeback_stage_cycles: cycles from a token's issue to its partial-sum write-back (ACT
+            read + broadcast + PE + accumulate unit; 6 in the RTL's hbq_array with MXINT8
+            partial sums).
+        psum_read_stage_cycles: cycles from a token's issue to its partial-sum read (one cycle
+            before the PE result, the synchronous read: 3 in hbq_array).
         fsm_cycles: tile state-machine overhead per transition (2 in hbq_array).
         dram_bytes_per_cycle: sustained streaming DRAM bandwidth, B/cycle (HBQ moves whole
-            tiles: the efficiency curve's streaming end). dram_latency: first-access DRAM
+            tiles: the efficiency curve's streaming end). dram_latency_cycles: first-access DRAM
             latency, cycles (both from :mod:`coaccel.sim.common.offchip`).
-        vector_elems_per_cycle / vector_latency: softmax unit.
+        vector_elems_per_cycle / vector_latency_cycles: softmax unit.
         act_formats / wgt_formats: format tables for the A and W operand of compute records.
         freq_mhz: clock.
     """
@@ -70,8 +71,8 @@ class HwParams:
     sa_n: int
     native_act_bits: int
     native_wgt_bits: int
-    pe_ii: int
-    unit_ii: int
+    pe_ii_cycles: int
+    unit_ii_cycles: int
     shift_cycles_per_pe: int
     shadow_regs: bool
     act_width_bits: int
@@ -79,21 +80,21 @@ class HwParams:
     psum_banks: int
     psum_ports: int
     psum_word_bits: Fraction
-    s_wb: int
-    s_rd: int
+    writeback_stage_cycles: int
+    psum_read_stage_cycles: int
     fsm_cycles: int
     dram_bytes_per_cycle: float
-    dram_latency: int
+    dram_latency_cycles: int
     vector_elems_per_cycle: int
-    vector_latency: int
+    vector_latency_cycles: int
     act_formats: Mapping[str, FormatInfo]
     wgt_formats: Mapping[str, FormatInfo]
     freq_mhz: float
 
     @property
-    def s_out(self) -> int:
-        """Cycles from a token's issue to its result leaving the array (``s_wb + 1``)."""
-        return self.s_wb + 1
+    def result_stage_cycles(self) -> int:
+        """Cycles from a token's issue to its result leaving the array (write-back + 1)."""
+        return self.writeback_stage_cycles + 1
 
     @property
     def peak_macs_per_cycle(self) -> int:
@@ -121,12 +122,12 @@ class HwParams:
 
     def issue_ii(self, fmt_a: str) -> int:
         """Token issue interval without bit-sliced passes: PE, ACT port and accumulate unit."""
-        return max(self.pe_ii, self.act_words(fmt_a), self.unit_ii)
+        return max(self.pe_ii_cycles, self.act_words(fmt_a), self.unit_ii_cycles)
 
     def token_ii(self, fmt_a: str, fmt_b: str) -> int:
         """Token issue interval: passes x max(PE, ACT port), at least the accumulate unit's."""
         act_ii = self.act_words(fmt_a)
-        return max(self.passes(fmt_a, fmt_b) * max(self.pe_ii, act_ii), self.unit_ii)
+        return max(self.passes(fmt_a, fmt_b) * max(self.pe_ii_cycles, act_ii), self.unit_ii_cycles)
 
     def dram_cycles(self, nbytes: int) -> int:
         """Cycles the DRAM channel is busy moving ``nbytes`` (sustained bandwidth)."""
@@ -184,8 +185,8 @@ def hw_params(arch: HbqArchConfig) -> HwParams:
         sa_n=arch.psum.block_elems,
         native_act_bits=pe.native_act_bits,
         native_wgt_bits=pe.native_wgt_bits,
-        pe_ii=pe.ii_cycles,
-        unit_ii=arch.psum.unit_ii_cycles,
+        pe_ii_cycles=pe.ii_cycles,
+        unit_ii_cycles=arch.psum.unit_ii_cycles,
         shift_cycles_per_pe=pe.wgt_shift_cycles_per_pe,
         shadow_regs=pe.weight_shadow_regs,
         act_width_bits=bufs.act.access_width_bits,
@@ -193,16 +194,18 @@ def hw_params(arch: HbqArchConfig) -> HwParams:
         psum_banks=bufs.psum.banks,
         psum_ports=bufs.psum.ports,
         psum_word_bits=arch.psum.bits_per_element * arch.psum.block_elems,
-        s_wb=pe.act_read_cycles
+        writeback_stage_cycles=pe.act_read_cycles
         + pe.broadcast_stages
         + pe.latency_cycles
         + arch.psum.unit_latency_cycles,
-        s_rd=max(0, pe.act_read_cycles + pe.broadcast_stages + pe.latency_cycles - 1),
+        psum_read_stage_cycles=max(
+            0, pe.act_read_cycles + pe.broadcast_stages + pe.latency_cycles - 1
+        ),
         fsm_cycles=pe.fsm_cycles,
         dram_bytes_per_cycle=offchip.sustained_bytes_per_cycle(arch.dram, arch.freq_mhz),
-        dram_latency=offchip.latency_cycles(arch.dram, arch.freq_mhz),
+        dram_latency_cycles=offchip.latency_cycles(arch.dram, arch.freq_mhz),
         vector_elems_per_cycle=arch.vector_unit.elems_per_cycle,
-        vector_latency=arch.vector_unit.latency_cycles,
+        vector_latency_cycles=arch.vector_unit.latency_cycles,
         act_formats=act_formats,
         wgt_formats=wgt_formats,
         freq_mhz=arch.freq_mhz,

@@ -226,7 +226,7 @@ def _gemm(
             seg.add_stall("dram_bandwidth", max(c0, d0 - first_reads) - max(c0, d0))
             seg.add_stall("dram_bandwidth", max(cl, dl - last_write) - max(cl, dl))
         seg.add_stall("dram_bandwidth", (first_reads or 0) + last_write)
-    seg.add_stall("dram_latency", hw.dram_latency)
+    seg.add_stall("dram_latency", hw.dram_latency_cycles)
 
 
 def _attention(
@@ -253,7 +253,7 @@ def _attention(
     tpt = rows_t // group
     n_qt = _cdiv(q_tokens, tpt)
     vec = hw.vector_elems_per_cycle
-    lat = hw.dram_latency
+    dram_latency_cycles = hw.dram_latency_cycles
     words = _cdiv(head_dim, hw.n_pes) * _cdiv(min(hw.n_pes, head_dim), hw.sa_n)
 
     timing: dict[tuple[int, int], tuple[int, int, int, int]] = {}
@@ -269,7 +269,7 @@ def _attention(
             pv = model.tile(r, head_dim, keys, False, fa, fb)
             d_kv = model.dma(_nbytes(keys * head_dim, bits_kv))
             # QK done -> softmax -> V read (after it) -> PV may start.
-            chain = _cdiv(r * keys, vec) + hw.vector_latency + d_kv + lat
+            chain = _cdiv(r * keys, vec) + hw.vector_latency_cycles + d_kv + dram_latency_cycles
             t = timing[(r, keys)] = (qk.occupancy, pv.occupancy, chain, 2 * d_kv)
         return t
 
@@ -288,7 +288,9 @@ def _attention(
         # hides behind what the array runs between QK(j) and PV(j).
         busy = (j - 1) * (full[0] + full[1]) + last[0] + last[1]
         if nb < 2:
-            wait = (j - 1) * (full[2] + lat) + last[2] + lat  # K read, then the chain, serially
+            wait = (
+                (j - 1) * (full[2] + dram_latency_cycles) + last[2] + dram_latency_cycles
+            )  # K read, then the chain, serially
         elif j == 1:
             wait = last[2]
         else:
@@ -317,7 +319,7 @@ def _attention(
     # The next block's Q and first K reads overlap this block's last tiles; the first block's
     # are exposed, and the last block's output is written after its last tile.
     seg.add_stall("dram_bandwidth", first_q + last_o)
-    seg.add_stall("dram_latency", lat)
+    seg.add_stall("dram_latency", dram_latency_cycles)
     # Work, traffic and buffer accesses of every key tile, once per shape.
     for (r, keys), count in counts.items():
         if count == 0:

@@ -132,12 +132,26 @@ class TileCycles:
 
 @numba.njit(cache=True)
 def _pe_tile_kernel(
-    m, n, k, has_rd, p, kstep, sa_n, prop, shadow, ii, s_wb, s_rd, fsm, banks, ports
+    m,
+    n,
+    k,
+    has_rd,
+    p,
+    kstep,
+    sa_n,
+    prop,
+    shadow,
+    ii,
+    wb_cycles,
+    rd_cycles,
+    fsm,
+    banks,
+    ports,
 ):  # pragma: no cover - compiled; its results are checked against the RTL and the closed form
     ksteps = (k + kstep - 1) // kstep
     groups = (n + p - 1) // p
     r_full = (p + sa_n - 1) // sa_n
-    d = s_wb - s_rd  # a token's write-back lands d issue slots after a later token's read
+    d = wb_cycles - rd_cycles  # a token's write-back lands d issue slots after a later token's read
     cap = (d + 2) * r_full + 1
     w_time = np.full(cap, -1, dtype=np.int64)
     w_bank = np.zeros(cap, dtype=np.int64)
@@ -164,7 +178,7 @@ def _pe_tile_kernel(
                 exposed = prop
                 if shadow:
                     exposed = max(0, prop - (last_issue + 1 - first_issue))
-                start = last_issue + fsm + max(exposed, s_wb)
+                start = last_issue + fsm + max(exposed, wb_cycles)
             prop_exposed += exposed
             first_issue = start
             if s == ksteps - 1 and g == 0:
@@ -201,12 +215,12 @@ def _pe_tile_kernel(
                 writes += r
                 last_issue = c
                 c_next = c + ii
-    s_out = s_wb + 1
-    occupancy = last_issue + s_out + fsm
+    result_stage_cycles = wb_cycles + 1
+    occupancy = last_issue + result_stage_cycles + fsm
     return (
         occupancy,
-        last_first + s_out,
-        last_issue + s_out,
+        last_first + result_stage_cycles,
+        last_issue + result_stage_cycles,
         prop_exposed,
         slips,
         ksteps * groups,
@@ -224,15 +238,16 @@ def pe_tile_cycles(
     generalized to several PE groups and any latencies: waves run K step outer, PE group inner
     (``ceil(k / kstep)`` steps x ``ceil(n / n_pes)`` groups). The first wave issues
     ``fsm_cycles + prop`` cycles after the tile starts (``prop`` = the weight shift); each later
-    wave ``fsm_cycles + max(prop, s_wb)`` cycles after the previous wave's last issue (its
-    weights shift in while the previous tokens drain, and issue waits until the last of them has
-    written back); tokens issue one per ``token_ii``. Every token reads its partial-sum words
-    (``ceil(channels / sa_n)``) ``s_rd`` cycles after its issue, unless this is the first K step
-    of an output tile without ``has_psum_read``, and writes them back ``s_wb`` cycles after it.
+    wave ``fsm_cycles + max(prop, writeback_stage_cycles)`` cycles after the previous wave's
+    last issue (its weights shift in while the previous tokens drain, and issue waits until the
+    last of them has written back); tokens issue one per ``token_ii``. Every token reads its
+    partial-sum words (``ceil(channels / sa_n)``) ``psum_read_stage_cycles`` cycles after its
+    issue, unless this is the first K step of an output tile without ``has_psum_read``, and
+    writes them back ``writeback_stage_cycles`` cycles after it.
     PSUM words are laid out channel-group major, token, word (``((g * m) + t) * words + w``),
     banks interleave words (``bank = address mod banks``), and a cycle in which a bank would be
     accessed more than ``psum_ports`` times delays the issue. The tile ends (the next one may
-    start) ``s_wb + 1 + fsm_cycles`` cycles after the last issue.
+    start) ``writeback_stage_cycles + 1 + fsm_cycles`` cycles after the last issue.
 
     Args:
         hw: hardware constants.
@@ -246,16 +261,17 @@ def pe_tile_cycles(
     ii = hw.token_ii(fmt_a, fmt_b)
     ii_np = hw.issue_ii(fmt_a)
     prop = hw.prop_cycles(fmt_b)
-    occ, first, last, prop_x, slips, waves, reads, writes = _pe_tile_kernel(
+    occupancy_cycles, first, last, prop_x, slips, waves, reads, writes = _pe_tile_kernel(
         int(m), int(n), int(k), bool(has_psum_read), hw.n_pes, hw.kstep, hw.sa_n, prop,
-        bool(hw.shadow_regs), ii, hw.s_wb, hw.s_rd, hw.fsm_cycles, hw.psum_banks, hw.psum_ports,
+        bool(hw.shadow_regs), ii, hw.writeback_stage_cycles, hw.psum_read_stage_cycles,
+        hw.fsm_cycles, hw.psum_banks, hw.psum_ports,
     )  # fmt: skip
     gaps = int(waves) * (int(m) - 1)
     tokens = int(m) * int(waves)
     issue_x = gaps * (ii_np - 1)
     passes_x = gaps * (ii - ii_np)
     return TileCycles(
-        occupancy=int(occ),
+        occupancy=int(occupancy_cycles),
         first_result=int(first),
         last_result=int(last),
         ideal=tokens,
@@ -263,7 +279,12 @@ def pe_tile_cycles(
         issue_interval=issue_x,
         operand_passes=passes_x,
         psum_bank_conflict=int(slips),
-        pipeline_turnaround=int(occ) - tokens - int(prop_x) - issue_x - passes_x - int(slips),
+        pipeline_turnaround=int(occupancy_cycles)
+        - tokens
+        - int(prop_x)
+        - issue_x
+        - passes_x
+        - int(slips),
         waves=int(waves),
         psum_reads=int(reads),
         psum_writes=int(writes),
@@ -277,7 +298,8 @@ def pe_tile_closed_form(
 
     With ``W`` waves, stream ``S = 1 + (m - 1) * ii`` cycles per wave and ``e`` the exposed
     weight shift of a later wave (``prop``, or with shadow registers ``max(0, prop - S)``):
-    ``occupancy = fsm + prop + W * S + (W - 1) * (fsm + max(e, s_wb) - 1) + s_wb + fsm``.
+    ``occupancy = fsm + prop + W * S + (W - 1) * (fsm + max(e, wb) - 1) + wb + fsm`` with
+    ``wb = writeback_stage_cycles``.
     Equal to :func:`pe_tile_cycles` whenever the banking is conflict-free (all shipped
     architectures); a test checks it.
 
@@ -295,11 +317,13 @@ def pe_tile_closed_form(
     waves = ksteps * groups
     stream = 1 + (m - 1) * ii
     exposed = max(0, prop - stream) if hw.shadow_regs else prop
-    fsm, s_wb = hw.fsm_cycles, hw.s_wb
-    turn = fsm + max(exposed, s_wb) - 1  # from the cycle after a wave's last issue
+    fsm, writeback_stage_cycles = hw.fsm_cycles, hw.writeback_stage_cycles
+    turn = (
+        fsm + max(exposed, writeback_stage_cycles) - 1
+    )  # from the cycle after a wave's last issue
     last_issue = fsm + prop + waves * stream - 1 + (waves - 1) * turn
     last_first = fsm + prop + (waves - groups) * (stream + turn)
-    occ = last_issue + hw.s_out + fsm
+    occupancy_cycles = last_issue + hw.result_stage_cycles + fsm
     words = (n // hw.n_pes) * (-(-hw.n_pes // hw.sa_n)) + (
         -(-(n % hw.n_pes) // hw.sa_n) if n % hw.n_pes else 0
     )
@@ -308,15 +332,15 @@ def pe_tile_closed_form(
     issue_x = waves * (m - 1) * (ii_np - 1)
     passes_x = waves * (m - 1) * (ii - ii_np)
     return TileCycles(
-        occupancy=occ,
-        first_result=last_first + hw.s_out,
-        last_result=last_issue + hw.s_out,
+        occupancy=occupancy_cycles,
+        first_result=last_first + hw.result_stage_cycles,
+        last_result=last_issue + hw.result_stage_cycles,
         ideal=tokens,
         weight_propagation=prop_x,
         issue_interval=issue_x,
         operand_passes=passes_x,
         psum_bank_conflict=0,
-        pipeline_turnaround=occ - tokens - prop_x - issue_x - passes_x,
+        pipeline_turnaround=occupancy_cycles - tokens - prop_x - issue_x - passes_x,
         waves=waves,
         psum_reads=m * words * (ksteps - 1 + (1 if has_psum_read else 0)),
         psum_writes=m * words * ksteps,
@@ -432,7 +456,7 @@ def _place_memory(hw: HwParams, trace: Trace, view: RecordView, cols: _Columns) 
     cols.occupancy_cycles[pos_d] = np.where(
         nbytes > 0, np.ceil(nbytes / hw.dram_bytes_per_cycle).astype(np.int64), 0
     )
-    cols.latency_cycles[pos_d] = np.where(mem["rw"][rows_d] == 0, hw.dram_latency, 0)
+    cols.latency_cycles[pos_d] = np.where(mem["rw"][rows_d] == 0, hw.dram_latency_cycles, 0)
 
 
 def _follows_psum_read(trace: Trace, view: RecordView, pos: npt.NDArray[np.int64]) -> np.ndarray:
@@ -491,7 +515,7 @@ def _place_compute(
     elems = comp["m"][rows_vec] * comp["n"][rows_vec]
     cols.queue[pos_vec] = QUEUE_VECTOR
     cols.occupancy_cycles[pos_vec] = -(-elems // hw.vector_elems_per_cycle)
-    cols.latency_cycles[pos_vec] = hw.vector_latency
+    cols.latency_cycles[pos_vec] = hw.vector_latency_cycles
 
 
 _PROGRAM_DTYPES = (np.int8, np.int64, np.int64, np.int64, np.int32, np.int8, np.int64, np.int64)

@@ -42,16 +42,16 @@ def expected_cycles(n_pe: int, psum_mode: int, m: int, kb: int) -> dict[str, int
         ``first_out``, ``last_out`` (cycles of the first / last ``o_y_valid``) and ``tile_ii``
         (first cycle with ``o_busy`` low = the earliest next ``i_start``).
     """
-    s_wb = 6 if psum_mode == 1 else 5
-    s_out = s_wb + 1
+    writeback_stage_cycles = 6 if psum_mode == 1 else 5
+    result_stage_cycles = writeback_stage_cycles + 1
     first_issue = n_pe + 2
-    period = m + 1 + max(n_pe, s_wb)
+    period = m + 1 + max(n_pe, writeback_stage_cycles)
     last_pass_first = first_issue + (kb - 1) * period
     last_issue = last_pass_first + m - 1
     return {
-        "first_out": last_pass_first + s_out,
-        "last_out": last_issue + s_out,
-        "tile_ii": last_issue + s_out + 2,
+        "first_out": last_pass_first + result_stage_cycles,
+        "last_out": last_issue + result_stage_cycles,
+        "tile_ii": last_issue + result_stage_cycles + 2,
     }
 
 

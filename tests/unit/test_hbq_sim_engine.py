@@ -59,7 +59,12 @@ def test_hbq_e_tile_by_hand():
     hw = hw_params(load_arch("hbq_e_28nm"))
     # 32 PEs shift one 529-bit weight word (<= 544-bit port) each: 32 cycles; issue to
     # write-back = 1 (ACT read) + 2 (broadcast) + 3 (PE) + 2 (accumulate) = 8, result + 1 = 9.
-    assert (hw.prop_cycles("hbq-e"), hw.s_wb, hw.s_out, hw.fsm_cycles) == (32, 8, 9, 2)
+    assert (
+        hw.prop_cycles("hbq-e"),
+        hw.writeback_stage_cycles,
+        hw.result_stage_cycles,
+        hw.fsm_cycles,
+    ) == (32, 8, 9, 2)
     t = pe_tile_cycles(hw, 512, 256, 128, has_psum_read=True, fmt_a="hbq-e", fmt_b="hbq-e")
     # 8 waves (8 groups of 32 channels): 2 + 32 cycles before the first issue, 8 x 512 issue
     # cycles, 7 gaps of 2 + max(32, 8) - 1 = 33 cycles, and after the last issue the result
@@ -80,7 +85,8 @@ def test_hbq_e_tile_by_hand():
 
 def test_psum_bank_conflicts_by_hand():
     # Two single-port banks, two words per token (32 PEs / 16): every read of a token takes
-    # both banks, and so does every write-back, d = s_wb - s_rd = 3 issue slots later.
+    # both banks, and so does every write-back, d = writeback - read stage = 3 issue slots
+    # later.
     arch = override(load_arch("hbq_e_28nm"), {"buffers.psum.banks": 2})
     hw = hw_params(arch)
     t = pe_tile_cycles(hw, 6, 32, 128, has_psum_read=True, fmt_a="hbq-e", fmt_b="hbq-e")

@@ -59,7 +59,7 @@ def test_hbq_timing_constants_come_from_the_shared_model_unchanged():
     arch = load_arch("hbq_e_28nm")
     hw = hw_params(arch)
     assert hw.dram_bytes_per_cycle == 25.6 * 0.7 * 1e3 / 500.0  # the formula HBQ always used
-    assert hw.dram_latency == math.ceil(100 * 500 / 1000.0) == 50
+    assert hw.dram_latency_cycles == math.ceil(100 * 500 / 1000.0) == 50
     sizes = np.arange(0, 20_000, 37, dtype=np.int64)
     got = offchip.transfer_cycles(arch.dram, arch.freq_mhz, sizes)
     assert got.tolist() == [hw.dram_cycles(int(n)) for n in sizes]
