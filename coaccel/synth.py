@@ -23,7 +23,7 @@ would otherwise yield truncated numbers, see ``docs/synthesis.md``); a log that 
 
 The results are rows of :data:`COLUMNS` (the committed table is ``rtl/synth/hbq_area.csv``;
 ``coaccel synth`` writes it). :func:`calibration` compares the PE sweeps with the published
-TSMC 28 nm per-MAC areas of specs/hbq.md §3.5 after normalizing both to the μB = 32 point.
+TSMC 28 nm per-MAC areas of [R-BQ] / [R-PE] after normalizing both to the μB = 32 point.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ _ARRAY_MODULES = ("hbq_array", "hbq_ram_1r1w", *_PE_MODULES, *_PSUM_MODULES)
 
 
 def _array(n_pe: int) -> SynthPoint:
-    # The paper's 32-PE HBQ-E build (specs/hbq.md §2.3): B = 128, μB = 32, SIG-1 x Mix (the
+    # The paper's 32-PE HBQ-E build ([R-ACC] params.vh): B = 128, μB = 32, SIG-1 x Mix (the
     # hbq_array defaults), MXINT8 running partial sums, a 128-token tile (TILE_TOKEN). The RTL
     # ties the partial-sum buffer depth to the tile (one word of N_PE MXINT8 elements + shared
     # exponent per token), so it holds 128 words, not the paper's 2048 (TILE_PSUM = 256
@@ -214,7 +214,7 @@ GROUPS: Mapping[str, tuple[SynthPoint, ...]] = MappingProxyType(
             SynthPoint("act_quant", "hbq_act_quant", _ACT_MODULES, (("B", 128), ("UB", 32))),
         ),
         # HBQ PE (SIG-1 2-bit activations x Mix weights, exact FP16 conversion) over the micro-block
-        # size: the published 28 nm sweep of specs/hbq.md §3.5.
+        # size: the published 28 nm sweep of [R-PE] HBQ_uB_area_results.tsv.
         "pe_ub": tuple(_pe("pe_ub", UB=ub, ACT_BITS=5) for ub in (4, 8, 16, 32, 64)),
         # The same PE at μB = 32 over the activation element width E2M(ACT_BITS-3).
         "pe_act": tuple(_pe("pe_act", UB=32, ACT_BITS=a) for a in (4, 5, 6, 7, 8)),
@@ -255,7 +255,7 @@ GROUPS: Mapping[str, tuple[SynthPoint, ...]] = MappingProxyType(
 )
 """Every design point, by sweep group (``coaccel synth --blocks`` selects groups)."""
 
-# ---- published reference numbers (specs/hbq.md §3.5 and §2.3, TSMC 28 nm) ------------------
+# ---- published reference numbers ([R-BQ], [R-PE], [R-ACC] area report; TSMC 28 nm) -------
 
 PUBLISHED_UB_UM2_PER_MAC: Mapping[int, float] = MappingProxyType(
     {4: 103.51, 8: 86.60, 16: 77.30, 32: 72.27, 64: 70.28}

@@ -1,6 +1,6 @@
 """PE area and energy per MAC as a model of the number format (28 nm, scalable to other nodes).
 
-The processing element of a block-quantized accelerator (specs/hbq.md §2.1, §2.4, §3.5) is
+The processing element of a block-quantized accelerator ([R-BQ], [R-PE], [R-ACC]) is
 decomposed into components whose logic is counted in NAND2 gate equivalents (GE) as a function
 of the format's widths:
 
@@ -77,7 +77,7 @@ __all__ = [
 ]
 
 L2_SCHEMES = ("none", "pot", "int", "sig1", "sig2", "sig3", "sig4", "mix")
-"""L2 (micro-block) scale schemes (specs/hbq.md §1.4): multiplier ``2^c``, ``c+1``,
+"""L2 (micro-block) scale schemes ([R-Q] ``HBQQuantizer.L2_SCHEME``): multiplier ``2^c``, ``c+1``,
 ``1 + c/2^k`` (SIG-k), and ``mix`` = SIG-2 or SIG-3 chosen per L1 block (weights only)."""
 
 AREA_FEATURES = (
@@ -244,8 +244,8 @@ def scale_spec(name: str) -> ScaleSpec:
     """Parse a scale format name.
 
     Args:
-        name: ``"pot"`` (power of two, 5-bit exponent as the HBQ repo's MX variant, specs/hbq.md
-            §5.3), ``"e8m0"`` (OCP MX), ``"e5m3"`` (HBQ L1 / repo NVFP4, also ``fp8``),
+        name: ``"pot"`` (power of two, 5-bit exponent as the HBQ repo's MX variant, [R-Q]
+            ``MXFPQuantizer``), ``"e8m0"`` (OCP MX), ``"e5m3"`` (HBQ L1 / repo NVFP4, also ``fp8``),
             ``"e4m3"``/``"ue4m3"`` (NVFP4), or any ``"eXmY"``.
 
     Returns:

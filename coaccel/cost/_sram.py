@@ -2,9 +2,9 @@
 
 A CACTI-like model with two calibrated regimes (``docs/cost_model.md`` "SRAM"):
 
-* **Area.** The HBQ accelerator's register-file macros (specs/hbq.md §2.3: 256 x 136 b PSUM
-  banks, 128 x 160 b ACT banks, a 128 x 24 b scale RF) all come out at 0.857 µm²/bit, with no
-  visible size dependence between 3 and 35 kbit. Up to the largest calibrated macro the area is
+* **Area.** The HBQ accelerator's register-file macros ([R-ACC] params.vh and area report:
+  256 x 136 b PSUM banks, 128 x 160 b ACT banks, a 128 x 24 b scale RF) all come out at
+  0.857 µm²/bit, with no visible size dependence between 3 and 35 kbit. Up to the largest calibrated macro the area is
   that per-bit figure; beyond it, the periphery is amortized CACTI-style, the per-bit area
   falling as ``1/sqrt(bits)`` towards the large-macro limit ``a_cell`` (stated assumption).
 * **Energy.** ``width x (e_bit + e_row x min(depth, 256))`` fJ per access (bit-line energy grows
@@ -26,7 +26,7 @@ from ._tech import node_factors
 
 __all__ = ["SramCost", "SramModel", "sram_cost", "sram_model"]
 
-# Geometry of the calibration figures (specs/hbq.md §2.3 tiling parameters, params.vh).
+# Geometry of the calibration figures ([R-ACC] params.vh tiling parameters).
 _ACT_MACROS = ((128, 160),) * 4 + ((128, 24),)  # (depth, width) per macro
 _ACT_READ_BITS = 4 * 160 + 24
 _PSUM_DEPTH, _PSUM_WIDTH = 256, 136

@@ -30,8 +30,8 @@ SYNTH_CALIBRATION_FILE = "pe_calibration_synth.yaml"
 
 _REFS = {
     # group: (published reference um2/MAC at ACT_BITS = 5, its source, L2 on)
-    "pe_act": (72.27, "specs/hbq.md §3.5 HBQ PE μB=32 W4A5 72.27 um2/MAC", True),
-    "pe_l1": (67.97, "specs/hbq.md §3.5 L1-only B=128 W4A5 reference 67.97 um2/MAC", False),
+    "pe_act": (72.27, "[R-PE] HBQ_uB_area_results.tsv: HBQ PE μB=32 W4A5 72.27 um2/MAC", True),
+    "pe_l1": (67.97, "[R-PE] ([HBQ] Fig 10): L1-only B=128 W4A5 reference 67.97 um2/MAC", False),
 }
 
 
@@ -92,7 +92,7 @@ def synth_points(
                     value=round(ref_um2 * ratio, 4),
                     unit="um2/MAC",
                     source=(
-                        f"[OURS] rtl/synth/hbq_area.csv {group}: Yosys CMOS transistors per MAC "
+                        f"[SYNTH] rtl/synth/hbq_area.csv {group}: Yosys CMOS transistors per MAC "
                         f"{tpm[bits]:g} / {tpm[5]:g} (ACT_BITS=5) x {ref_src}"
                     ),
                     uncertainty=0.1,

@@ -20,7 +20,7 @@ uncertainty and its source (:class:`CostBreakdown`). The HBQ ASIC's components:
 ``leakage``     total area x leakage power density x run time
 ============== ============================================================================
 
-The paper's system model ([R-PM], specs/hbq.md §2.5) counts ``dram``, ``pe_array`` ("core")
+The paper's system model ([R-PM] src/perf_model.py) counts ``dram``, ``pe_array`` ("core")
 and the ACT and PSUM SRAM; :attr:`CostBreakdown.rpm_components` names those, so that a
 comparison with its figures compares like with like.
 """

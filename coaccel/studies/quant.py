@@ -1,4 +1,4 @@
-"""The quantization accuracy study behind ``coaccel quant`` (specs/hbq.md §1.5, §1.10, §3.2, §5).
+"""The quantization accuracy study behind ``coaccel quant`` ([R-CFG], [R-PTQ], [OCP-MX]).
 
 For every block format and every data source it measures how far quantized tensors, quantized
 GEMM outputs and (for the real model) sentence embeddings are from their floating-point values:
@@ -181,7 +181,7 @@ class QuantStudyConfig:
         formats: formats to compare (see :func:`valid_formats`); ``fp32`` is the reference.
         data: data sources, ``synthetic`` and/or ``real``.
         seed: seed of the synthetic tensors.
-        psum_mode: partial-sum accumulation of the HBQ GEMM (specs/hbq.md §2.2); the paper's
+        psum_mode: partial-sum accumulation of the HBQ GEMM (``docs/hbq_datapath.md``); the paper's
             accuracy results use ``fp32``.
         synthetic: the synthetic problems.
         real: the real-model run.

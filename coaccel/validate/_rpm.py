@@ -1,4 +1,4 @@
-"""The paper's analytical system model ([R-PM], specs/hbq.md §2.5), restated term by term.
+"""The paper's analytical system model ([R-PM] src/perf_model.py), restated term by term.
 
 The §3.6 targets were computed with this model; the validation compares our *simulated*
 figures with them. Restating the model lets the report attribute every joule of a difference:
@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 RPM_DRAM_J_PER_BYTE = 3.2e-11
-"""[R-PM] DRAM energy, J/byte (specs/hbq.md §2.5)."""
+"""[R-PM] src/perf_model.py DRAM energy, J/byte."""
 
 _SRAM_ACT_J = 2.428e-11
 _SRAM_PSUM_J = 2.92e-11
@@ -85,11 +85,11 @@ RPM_PARAMS: Mapping[str, RpmArch] = FrozenMap(
         "hbq_e_28nm": RpmArch(8.72e-14, 5.1 / 8, 4.125 / 8, 5.1 / 8, 512, False),
     }
 )
-"""specs/hbq.md §2.5 table, by our architecture name (KV "act" = the activation width)."""
+"""[R-PM] src/perf_model.py parameters, by our architecture name (KV "act" = activation width)."""
 
 
 def rpm_macs(model: Any, tokens: int) -> tuple[int, int]:
-    """MACs of a prefill by the [R-PM] formulas (specs/hbq.md §2.5).
+    """MACs of a prefill by the [R-PM] src/perf_model.py formulas.
 
     linear = L·n·(E·q + 2E·kv + q·E + 3E·M) + n·E·V; attention = L·n²·(q + kv), with q the
     query width (heads x head_dim) and kv the key/value width (kv_heads x head_dim).

@@ -3,7 +3,7 @@
 Pure computation (no printing, no files): :func:`validate_hbq` returns a :class:`Validation`
 whose :class:`Target` rows hold our value, the paper's value, the error and a note saying how our
 value was obtained and, where we differ, why. :mod:`coaccel.report.hbq` writes it as CSV and
-Markdown. Targets (specs/hbq.md §3):
+Markdown. Targets (keys of ``docs/references.md``):
 
 * ``pe_area`` / ``pe_energy``: per-MAC area and energy of every published PE row the spec gives
   (§3.5 baseline sweep rows, HBQ μB sweep, L1-only reference, [R-PM] PE energies, README area
@@ -96,7 +96,7 @@ PAPER_SPEEDUP: Mapping[str, tuple[float, float, float]] = FrozenMap(
 )
 """§3.6: iso-area speedup vs Amove (geometric mean over the five models) at 1K/4K/16K."""
 
-_SRC_36 = "specs/hbq.md §3.6 (recomputed from [R-PM] src/perf_model.py)"
+_SRC_36 = "[DERIVED] recomputed with [R-PM] src/perf_model.py (the paper's Figs 16 and 18)"
 
 FIT_ROLES = ("predicted", "fitted")
 """Values of :attr:`Target.fit`: ``predicted`` (the paper's figure was not used in any fit),
@@ -322,7 +322,7 @@ def pe_targets() -> list[Target]:
                 ),
             )
         )
-    readme = "specs/hbq.md §3.2 README Area/MAC column (TSMC 28 nm)"
+    readme = "[R-README] table, Area/MAC column (TSMC 28 nm)"
     hbq = dict(weight="e2m1", act="e2m2", block=128, scale="e5m3", l2_act="sig1", l2_weight="mix")
     for name, pe, paper, label in (
         (
@@ -397,7 +397,7 @@ def claim_targets() -> list[Target]:
             -17.0,
             "%",
             10.0,
-            "specs/hbq.md §3.1: 72 vs 87 um2/MAC = -17.2 %",
+            "[HBQ] abstract (17 %); [R-README] table: 72 vs 87 um2/MAC = -17.2 %",
             "PE model, μB 32 vs 8; the paper's -17 % uses the rounded 72/87, the TSV "
             "values 72.27/86.60 give -16.5 %. Error = relative error of the percentage "
             "(tolerance ±10 %, i.e. ±1.7 points: the two published readings differ by 0.7). "
@@ -414,7 +414,7 @@ def claim_targets() -> list[Target]:
             2.3,
             "x",
             5.0,
-            "specs/hbq.md §3.1: 200 (AxCore, WoQ) / 87 (HBQ-A) = 2.30",
+            "[HBQ] abstract (2.3x); [DERIVED] [R-README] 200 (AxCore, WoQ) / 87 (HBQ-A) = 2.30",
             f"published AxCore area ({woq_area.source.split(':')[0]}) over our HBQ-A PE area. "
             "Fitted: the HBQ-A area is a PE model calibration point; ours_loo uses its "
             "leave-one-out prediction",
@@ -429,7 +429,7 @@ def claim_targets() -> list[Target]:
             4.6,
             "x",
             None,
-            "specs/hbq.md §3.1: 4.6x; the underlying WoQ energy is not in the repo",
+            "[HBQ] abstract: 4.6x; the underlying WoQ energy is not in the repo",
             "The baseline figure is missing: the 4.6x implies ~401 fJ/MAC against HBQ-E "
             "(87.2 fJ) or ~615 fJ against HBQ-A; the rows below show what the available "
             "figures give",
@@ -442,7 +442,7 @@ def claim_targets() -> list[Target]:
             4.6,
             "x",
             None,
-            "specs/hbq.md §3.1 (4.6x) and §3.2/§2.4 (Fig 6 plot script: 280 fJ/MAC)",
+            "[HBQ] abstract (4.6x) and [R-SCR] Fig 6 plot script (280 fJ/MAC)",
             "differs because the paper's WoQ energy baseline is not the Fig 6 plot value; "
             "with 280 fJ the gain is ~3.2x. Fitted: the HBQ-E energy is a PE model calibration "
             "point; ours_loo uses its leave-one-out prediction",
@@ -459,7 +459,7 @@ def claim_targets() -> list[Target]:
             4.6,
             "x",
             None,
-            "specs/hbq.md §3.1",
+            "[HBQ] abstract (4.6x)",
             "the PE model's prediction for a W4A16 (E2M1 x FP16, B128) block PE, far outside "
             f"its calibrated domain (±{woq_model.energy_uncertainty_pct:.0f} %); AxCore's "
             "approximate FP arithmetic is not modelled. Fitted: the HBQ-E energy is a PE model "
@@ -671,8 +671,8 @@ def _example_breakdown(
                 rpm["dram_bytes"][term] / 1e9,
                 "GB",
                 None,
-                "[R-PM] src/perf_model.py DRAM terms (specs/hbq.md §2.5), restated in "
-                "coaccel/validate/_rpm.py; the restatement reproduces all 25 §3.6 totals",
+                "[R-PM] src/perf_model.py DRAM terms, restated in coaccel/validate/_rpm.py; "
+                "the restatement reproduces all 25 recomputed system-energy totals",
                 term_why[term],
             )
         )
@@ -692,7 +692,7 @@ def _example_breakdown(
                 0.0,
                 "GB",
                 None,
-                "[R-PM] src/perf_model.py DRAM terms (specs/hbq.md §2.5)",
+                "[R-PM] src/perf_model.py DRAM terms",
                 f"simulated traffic the [R-PM] formula does not count: {what}",
             )
         )

@@ -5,7 +5,7 @@ Each format is a frozen dataclass implementing :class:`~._quantized.FormatSpec`,
 under its name. ``quantize_blocks`` takes float64 blocks ``(..., n_blocks, block)`` (padding and
 axis handling happen in :func:`~._quantized.quantize`) and returns integer codes; the numpy path
 is the reference and ``backend="numba"`` calls :mod:`coaccel.models.fast.formats`, which returns
-identical arrays. Semantics follow ``specs/hbq.md`` §5 (see ``docs/formats.md``).
+identical arrays. Semantics follow [OCP-MX], [MX], [NV] and [R-Q] (see ``docs/formats.md``).
 """
 
 from __future__ import annotations
@@ -294,7 +294,7 @@ class SharedExpSpec:
 
 
 _MX_ELEMENTS = {
-    # name: (element format, emax_elem) -- specs/hbq.md §5.2 step 2.
+    # name: (element format, emax_elem) -- [MX] mx/mx_ops.py ``_quantize_mx``.
     "mxfp4": (el.E2M1, 2),
     "mxfp6_e2m3": (el.E2M3, 2),
     "mxfp6_e3m2": (el.E3M2, 4),
@@ -551,7 +551,7 @@ class AbsmaxSpec:
 
 
 def _nvfp4_factory(**options: Any) -> AbsmaxSpec:
-    """NVFP4 (specs/hbq.md §5.4, NVIDIA ModelOpt / cuDNN)."""
+    """NVFP4 ([NV]: NVIDIA ModelOpt ``nvfp4_tensor.py`` / cuDNN block scaling)."""
     opt = _check_options("nvfp4", options, {"tensor_scale": True, "scale_rounding": "rne"})
     _check_choice("nvfp4", "scale_rounding", opt["scale_rounding"], sc.SCALE_ROUNDING_MODES)
     _check_choice("nvfp4", "tensor_scale", opt["tensor_scale"], (True, False))

@@ -1,4 +1,4 @@
-"""HBQ (hierarchical block quantization), ``specs/hbq.md`` §1.
+"""HBQ (hierarchical block quantization), [HBQ]; algorithm of [R-Q] ``HBQQuantizer.q``.
 
 Two levels of scaling along the reduction axis: an L1 block of ``block`` elements shares one
 unsigned E5M3 scale ``S1``; each micro-block of ``ub`` elements carries an L2 code ``c`` that picks
@@ -50,7 +50,7 @@ from ._scale import E5M3, decode_scale, encode_scale
 L2_TABLES = MappingProxyType(
     {
         # name: (integer multipliers for codes 0..3, fractional bits); value = int / 2**frac.
-        # specs/hbq.md §1.4. Repo names: PoT, INT, SIG-1, FP-1 (= SIG_2), FP-10 (= SIG_3), FP-100.
+        # [R-Q] ``L2_SCHEME``. Repo names: PoT, INT, SIG-1, FP-1 (= SIG_2), FP-10 (= SIG_3), FP-100.
         "pot": ((1, 2, 4, 8), 0),
         "int": ((1, 2, 3, 4), 0),
         "sig1": ((2, 3, 4, 5), 1),

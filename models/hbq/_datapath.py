@@ -1,4 +1,4 @@
-"""The exact integer HBQ dot-product datapath of one PE (specs/hbq.md §1.2, §1.4, §1.8, §2.1).
+"""The exact integer HBQ dot-product datapath of one PE ([R-ACC] ``LP_vector.sv``, ``MAC.sv``).
 
 One L1 block of ``B`` weight and activation elements goes through five stages; every stage is a
 public function so that the RTL can be checked against each intermediate:
@@ -64,7 +64,7 @@ def _check_codes(codes: npt.ArrayLike, bits: int, what: str) -> npt.NDArray[np.i
 def element_int(
     codes: npt.ArrayLike, elem_bits: int
 ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8]]:
-    """Integer view of HBQ element codes (specs/hbq.md §1.2, RTL ``FP_mul_vector``).
+    """Integer view of HBQ element codes ([R-ACC] ``FP_mul_vector``).
 
     A code ``{s, e[1:0], m[mb-1:0]}`` (``mb = elem_bits - 3`` mantissa bits) has the significand
     integer ``M = {e != 0, m}`` and the shift ``sh = (e == 0) ? 0 : e - 1``; its value is
@@ -121,7 +121,7 @@ def products(
     w_elem_bits: int = 4,
     a_elem_bits: int = 5,
 ) -> npt.NDArray[np.int16]:
-    """Element products ``P = ±(Mw·Ma) << (shw + sha)`` (specs/hbq.md §1.2, §2.1 step 1).
+    """Element products ``P = ±(Mw·Ma) << (shw + sha)`` ([R-ACC] ``FP_mul_vector``).
 
     Args:
         w_codes: weight element codes, ``(..., block)``.

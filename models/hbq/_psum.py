@@ -1,4 +1,4 @@
-"""Partial-sum accumulation across L1 blocks (specs/hbq.md §2.2, §6 items 6 and 7).
+"""Partial-sum accumulation across L1 blocks ([R-ACC] ``accum.sv``, [R-EXT]; docs/hbq_datapath.md).
 
 Each K block of a GEMM produces one scaled partial sum per (token, output channel); this module
 adds them up in K order the way the accelerator (or the authors' GPU emulation) does:
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 PSUM_MODES = ("fp32", "fp16", "mxint8_running", "mxint8_group")
-"""Partial-sum accumulation modes (specs/hbq.md §2.2)."""
+"""Partial-sum accumulation modes (docs/hbq_datapath.md, "Partial sums across K blocks")."""
 MXINT8_ROUNDING = ("rne", "trunc")
 """Element rounding of the MXINT8 partial-sum quantizers."""
 _ZERO_X = -127
