@@ -227,8 +227,8 @@ GROUPS: Mapping[str, tuple[SynthPoint, ...]] = MappingProxyType(
         # L1-only block-quantization PE (no L2 on either operand), B = 128: the published baseline
         # BQ PE (FP8 E5M3 scale) has public points at A4, A5 (the Fig 10 reference) and A8.
         "pe_l1": tuple(_pe("pe_l1", UB=32, ACT_BITS=a, ACT_L2=0, W_L2=0) for a in (4, 5, 6, 7, 8)),
-        # Parts of the μB = 32 HBQ-E PE for the §2.3 breakdown: the 128 multiplier lanes, one
-        # micro-block tree, the L2 tree, the L1 conversion (widths as hbq_pe derives them for
+        # Parts of the μB = 32 HBQ-E PE for the [R-ACC] area breakdown: the 128 multiplier lanes,
+        # one micro-block tree, the L2 tree, the L1 conversion (widths as hbq_pe derives them for
         # B=128, UB=32, SIG-1 x Mix).
         "pe_parts": (
             SynthPoint(
@@ -266,13 +266,13 @@ PUBLISHED_ACT_BITS_L1_UM2_PER_MAC: Mapping[int, float] = MappingProxyType(
     {4: 57.84, 5: 67.97, 8: 94.19}
 )
 """L1-only block-quantization PE with an FP8 (E5M3) scale, B = 128, W4 x A(bits), µm²/MAC:
-A4 and A8 from the baseline sweep table, A5 from the Fig 10 L1-only reference (§3.5). The
-A6/A7 rows are held back by the spec as a validation set and are not used here."""
+A4 and A8 from the baseline sweep table, A5 from the Fig 10 L1-only reference ([R-BQ], [R-PE]). The
+A6/A7 rows are held back as a validation set ([OURS]) and are not used here."""
 
 PUBLISHED_PE_BREAKDOWN_UM2: Mapping[str, float] = MappingProxyType(
     {"multipliers": 4 * 1071.0, "ub_trees": 4 * 664.0, "l2_tree": 128.0, "l1_convert": 394.0}
 )
-"""One HBQ-E PE of the 32-PE accelerator (B = 128, μB = 32), µm² (§2.3 area breakdown):
+"""One HBQ-E PE of the 32-PE accelerator (B = 128, μB = 32), µm² ([R-ACC] area breakdown):
 4 x FP_mul_vector(32), 4 x ADDER_TREE_32, the L2 adder tree, FX2FP + Scale_NV."""
 
 
@@ -930,7 +930,7 @@ _PART_ROWS = {
 
 
 def breakdown(rows: Iterable[Mapping[str, str]]) -> list[dict[str, object]]:
-    """Shares of the μB = 32 PE's datapath parts vs the published §2.3 breakdown.
+    """Shares of the μB = 32 PE's datapath parts vs the published [R-ACC] breakdown.
 
     Both sides are reduced to the four parts of :data:`PUBLISHED_PE_BREAKDOWN_UM2` (128
     multipliers, the B/μB = 4 micro-block trees, the L2 tree, the L1 conversion) and each part is

@@ -25,15 +25,16 @@ component       what is counted                                                a
 The GE counts use the textbook cell weights of ``arch_configs/cost/pe_gates.yaml``; one
 coefficient per component (µm² per GE for area, fJ per GE per MAC for energy) is then fitted by
 non-negative least squares on relative errors to the published 28 nm figures of
-``arch_configs/cost/pe_calibration_28nm.yaml`` (spec §3.5 rows and breakdown, §2.3 PE
-breakdown, §2.5 PE energies). The model therefore *predicts* formats it was not fitted on
+``arch_configs/cost/pe_calibration_28nm.yaml`` ([R-BQ] rows and breakdown, [R-ACC] PE
+breakdown, [R-PM] PE energies). The model therefore *predicts* formats it was not fitted on
 (other activation widths, block sizes, element and scale formats, L2 schemes), with an
 uncertainty made of the calibration residual (leave-one-out), the parameter spread (jackknife)
 and stated model-form terms for points outside the calibrated domain. See
 ``docs/cost_model.md``.
 
-Derived widths (spec §1.2): significand ``s = m + (e > 0)``, maximum shift ``2^e - 2``, product
-word ``pw = sw + sa + shw + sha + 1`` (10 for E2M1 x E2M2, as the RTL's PRODUCT_WIDTH).
+Derived widths ([R-ACC] ``FP_mul_vector``): significand ``s = m + (e > 0)``, maximum shift
+``2^e - 2``, product word ``pw = sw + sa + shw + sha + 1`` (10 for E2M1 x E2M2, as the RTL's
+PRODUCT_WIDTH).
 """
 
 from __future__ import annotations
@@ -455,7 +456,7 @@ def pe_features(pe: PeFormat) -> dict[str, float]:
     if w.ebits and a.ebits:
         align += g.fa * max(w.ebits, a.ebits)
     # A multi-operand (carry-save) reduction costs about one full adder per input bit whatever
-    # the number of operands: the published mul+tree area is flat over B = 4..32 (§3.5 Fig 3).
+    # the number of operands: the published mul+tree area is flat over B = 4..32 ([R-BQ], Fig 3).
     tree = g.fa * (pw + 1)
     reg = g.register_share * g.dff * (w.bits + a.bits)
     depth_levels = _clog2(pe.block)

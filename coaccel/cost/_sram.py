@@ -4,14 +4,15 @@ A CACTI-like model with two calibrated regimes (``docs/cost_model.md`` "SRAM"):
 
 * **Area.** The HBQ accelerator's register-file macros ([R-ACC] params.vh and area report:
   256 x 136 b PSUM banks, 128 x 160 b ACT banks, a 128 x 24 b scale RF) all come out at
-  0.857 µm²/bit, with no visible size dependence between 3 and 35 kbit. Up to the largest calibrated macro the area is
-  that per-bit figure; beyond it, the periphery is amortized CACTI-style, the per-bit area
-  falling as ``1/sqrt(bits)`` towards the large-macro limit ``a_cell`` (stated assumption).
+  0.857 µm²/bit, with no visible size dependence between 3 and 35 kbit. Up to the largest
+  calibrated macro the area is that per-bit figure; beyond it, the periphery is amortized
+  CACTI-style, the per-bit area falling as ``1/sqrt(bits)`` towards the large-macro limit
+  ``a_cell`` (stated assumption).
 * **Energy.** ``width x (e_bit + e_row x min(depth, 256))`` fJ per access (bit-line energy grows
-  with the rows of a sub-array; deeper memories are banked). ``e_bit`` and ``e_row`` are solved
-  from the two SRAM energies of the HBQ system model ([R-PM], §2.5): an ACT-buffer read
-  (664 b at depth 128) and a PSUM read-modify-write (544 b at depth 256). Writes are taken
-  to cost the same as reads.
+  with the rows of a sub-array; deeper memories are banked). ``e_bit`` and ``e_row`` are solved from
+  the two SRAM energies of the HBQ system model ([R-PM] ``src/perf_model.py``): an ACT-buffer read
+  (664 b at depth 128) and a PSUM read-modify-write (544 b at depth 256). Writes are taken to cost
+  the same as reads.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Yosys's generic-gate transistor counts are not TSMC 28 nm areas, but their *ratios* across a
 sweep of one RTL module follow the logic the format needs. Each synthesized point of the
 activation-width sweeps becomes a pseudo area point: the published area of the sweep's
-reference point (spec §3.5) times the transistor ratio to that reference,
+reference point ([R-PE]) times the transistor ratio to that reference,
 
 * ``pe_act`` (HBQ PE, μB = 32, SIG-1 2b x Mix, A = E2M(ACT_BITS-3)): 72.27 µm²/MAC x T(A)/T(A5);
 * ``pe_l1`` (the same PE without L2 scales): 67.97 µm²/MAC x T(A)/T(A5).

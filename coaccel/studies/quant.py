@@ -5,7 +5,7 @@ GEMM outputs and (for the real model) sentence embeddings are from their floatin
 
 * **Weights and activations**: SQNR (dB) and MSE of ``dequantize(quantize(x))`` against ``x``,
   weights ``(out, in)`` and activations ``(tokens, in)`` both blocked along ``in``, the
-  reduction axis (§1.10). HBQ formats quantize weights with ``role="weight"`` and activations
+  reduction axis ([R-PTQ]). HBQ formats quantize weights with ``role="weight"`` and activations
   with ``role="activation"``.
 * **GEMM**: ``Y = Q(A)·Q(W)ᵀ`` computed by the formats' GEMM (HBQ: the HBQ datapath with the
   configured partial-sum mode, ``"fp32"`` by default as in the paper's accuracy results; other
@@ -74,7 +74,7 @@ DEFAULT_FORMATS = (
     "mxfp8_e4m3",
     "mxint8",
 )
-"""The formats of the default study (the paper's Table 9 comparison, §3.2, plus wider MX)."""
+"""The formats of the default study (the paper's Table 9 comparison, [R-README], plus wider MX)."""
 
 DATA_SOURCES = ("synthetic", "real")
 """``synthetic``: seeded tensors (:mod:`coaccel.models.nn.synthetic`); ``real``: MiniLM."""

@@ -1,9 +1,9 @@
 """The paper's analytical system model ([R-PM] src/perf_model.py), restated term by term.
 
-The §3.6 targets were computed with this model; the validation compares our *simulated*
-figures with them. Restating the model lets the report attribute every joule of a difference:
-the simulator counts DRAM bytes from its traces, [R-PM] from four closed-form terms, and the
-terms can be compared one for one (:func:`sim_dram_terms` sorts simulated traffic into the same
+The recomputed system-energy and speedup targets come from this model; the validation compares our
+*simulated* figures with them. Restating the model lets the report attribute every joule of a
+difference: the simulator counts DRAM bytes from its traces, [R-PM] from four closed-form terms, and
+the terms can be compared one for one (:func:`sim_dram_terms` sorts simulated traffic into the same
 terms). Pure arithmetic on a model shape; no simulator, no I/O.
 
 [R-PM]'s DRAM terms for a prefill of ``n`` tokens (elements, then x bytes/element x 32 pJ/B):
@@ -57,7 +57,7 @@ RPM_TERMS = ("weights", "qkvo", "kv", "mlp")
 
 @dataclass(frozen=True)
 class RpmArch:
-    """One column of the §2.5 per-architecture table.
+    """One column of the [R-PM] per-architecture parameters.
 
     Attributes:
         j_per_mac: core energy, J/MAC.
@@ -135,7 +135,7 @@ def rpm_dram_elems(model: Any, tokens: int, tk: int) -> dict[str, float]:
 
 
 def rpm_energy(model: Any, arch: str, tokens: int = 2048) -> dict[str, Any]:
-    """The [R-PM] energy of a prefill on one of the five §3.6 architectures.
+    """The [R-PM] energy of a prefill on one of the five [R-PM] architectures.
 
     Args:
         model: a model shape (as :func:`rpm_macs`).

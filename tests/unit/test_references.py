@@ -21,7 +21,16 @@ ROOT = Path(__file__).resolve().parents[2]
 REFERENCES = ROOT / "docs" / "references.md"
 
 # Shipped trees and files (what a user of the package or of the repository reads).
-SHIPPED_DIRS = ("arch_configs", "coaccel", "models", "sim", "docs", "rtl", "benchmarks", "notebooks")
+SHIPPED_DIRS = (
+    "arch_configs",
+    "coaccel",
+    "models",
+    "sim",
+    "docs",
+    "rtl",
+    "benchmarks",
+    "notebooks",
+)
 SHIPPED_FILES = ("README.md",)
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".ipynb"}
 
@@ -107,7 +116,7 @@ def test_references_define_the_non_source_tags() -> None:
 
 
 def test_every_source_entry_has_a_link() -> None:
-    bad = [k for k, (body, is_source) in _entries().items() if is_source and not LINK_RE.search(body)]
+    bad = [k for k, (body, src) in _entries().items() if src and not LINK_RE.search(body)]
     assert not bad, f"{REFERENCES}: entries without URL, DOI, arXiv id or repository: {bad}"
 
 
@@ -139,4 +148,3 @@ def test_no_shipped_file_cites_the_internal_notes() -> None:
             if "specs/" in line:
                 bad.append(f"{path.relative_to(ROOT)}:{lineno}: {line.strip()[:100]}")
     assert not bad, "shipped files citing specs/ (not available to users):\n" + "\n".join(bad)
-
