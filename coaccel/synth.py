@@ -266,8 +266,9 @@ PUBLISHED_ACT_BITS_L1_UM2_PER_MAC: Mapping[int, float] = MappingProxyType(
     {4: 57.84, 5: 67.97, 8: 94.19}
 )
 """L1-only block-quantization PE with an FP8 (E5M3) scale, B = 128, W4 x A(bits), µm²/MAC:
-A4 and A8 from the baseline sweep table, A5 from the Fig 10 L1-only reference ([R-BQ], [R-PE]). The
-A6/A7 rows are held back as a validation set ([OURS]) and are not used here."""
+A4 and A8 from the baseline sweep table ([R-BQ]), A5 from the Fig 10 L1-only reference (the same
+table's FP8 A5 B128 row). The A6/A7 rows are held back as a validation set ([OURS]) and are not
+used here."""
 
 PUBLISHED_PE_BREAKDOWN_UM2: Mapping[str, float] = MappingProxyType(
     {"multipliers": 4 * 1071.0, "ub_trees": 4 * 664.0, "l2_tree": 128.0, "l1_convert": 394.0}

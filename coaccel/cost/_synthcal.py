@@ -31,7 +31,7 @@ SYNTH_CALIBRATION_FILE = "pe_calibration_synth.yaml"
 _REFS = {
     # group: (published reference um2/MAC at ACT_BITS = 5, its source, L2 on)
     "pe_act": (72.27, "[R-PE] HBQ_uB_area_results.tsv: HBQ PE μB=32 W4A5 72.27 um2/MAC", True),
-    "pe_l1": (67.97, "[R-PE] ([HBQ] Fig 10): L1-only B=128 W4A5 reference 67.97 um2/MAC", False),
+    "pe_l1": (67.97, "[R-BQ] FP8 A5 B128 row: L1-only B=128 W4A5 reference 67.97 um2/MAC", False),
 }
 
 

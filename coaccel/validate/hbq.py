@@ -6,7 +6,7 @@ value was obtained and, where we differ, why. :mod:`coaccel.report.hbq` writes i
 Markdown. Targets (keys of ``docs/references.md``):
 
 * ``pe_area`` / ``pe_energy``: per-MAC area and energy of every published PE row ([R-BQ] baseline
-  sweep rows, [R-PE] HBQ μB sweep and L1-only reference, [R-PM] PE energies, [R-README] area
+  sweep rows, [R-PE] HBQ μB sweep, [R-BQ] L1-only reference, [R-PM] PE energies, [R-README] area
   column), ±5 %. Each row also shows the leave-one-out prediction (the model refitted without that
   point), so the table tells fit from prediction.
 * ``claim``: HBQ-E vs HBQ-A hardware cost (−17 %), area efficiency vs weight-only (2.3×),
@@ -443,7 +443,7 @@ def claim_targets() -> list[Target]:
             4.6,
             "x",
             None,
-            "[HBQ] abstract (4.6x) and [R-SCR] Fig 6 plot script (280 fJ/MAC)",
+            "[HBQ] abstract (4.6x) and [R-SCR] script/plot_fig6.py (280 fJ/MAC)",
             "differs because the paper's WoQ energy baseline is not the Fig 6 plot value; "
             "with 280 fJ the gain is ~3.2x. Fitted: the HBQ-E energy is a PE model calibration "
             "point; ours_loo uses its leave-one-out prediction",
