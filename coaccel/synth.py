@@ -23,7 +23,7 @@ would otherwise yield truncated numbers, see ``docs/synthesis.md``); a log that 
 
 The results are rows of :data:`COLUMNS` (the committed table is ``rtl/synth/hbq_area.csv``;
 ``coaccel synth`` writes it). :func:`calibration` compares the PE sweeps with the published
-TSMC 28 nm per-MAC areas of specs/hbq.md §3.5 after normalizing both to the μB = 32 point.
+TSMC 28 nm per-MAC areas of [R-BQ] / [R-PE] after normalizing both to the μB = 32 point.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ _ARRAY_MODULES = ("hbq_array", "hbq_ram_1r1w", *_PE_MODULES, *_PSUM_MODULES)
 
 
 def _array(n_pe: int) -> SynthPoint:
-    # The paper's 32-PE HBQ-E build (specs/hbq.md §2.3): B = 128, μB = 32, SIG-1 x Mix (the
+    # The paper's 32-PE HBQ-E build ([R-ACC] params.vh): B = 128, μB = 32, SIG-1 x Mix (the
     # hbq_array defaults), MXINT8 running partial sums, a 128-token tile (TILE_TOKEN). The RTL
     # ties the partial-sum buffer depth to the tile (one word of N_PE MXINT8 elements + shared
     # exponent per token), so it holds 128 words, not the paper's 2048 (TILE_PSUM = 256
@@ -214,7 +214,7 @@ GROUPS: Mapping[str, tuple[SynthPoint, ...]] = MappingProxyType(
             SynthPoint("act_quant", "hbq_act_quant", _ACT_MODULES, (("B", 128), ("UB", 32))),
         ),
         # HBQ PE (SIG-1 2-bit activations x Mix weights, exact FP16 conversion) over the micro-block
-        # size: the published 28 nm sweep of specs/hbq.md §3.5.
+        # size: the published 28 nm sweep of [R-PE] HBQ_uB_area_results.tsv.
         "pe_ub": tuple(_pe("pe_ub", UB=ub, ACT_BITS=5) for ub in (4, 8, 16, 32, 64)),
         # The same PE at μB = 32 over the activation element width E2M(ACT_BITS-3).
         "pe_act": tuple(_pe("pe_act", UB=32, ACT_BITS=a) for a in (4, 5, 6, 7, 8)),
@@ -227,8 +227,8 @@ GROUPS: Mapping[str, tuple[SynthPoint, ...]] = MappingProxyType(
         # L1-only block-quantization PE (no L2 on either operand), B = 128: the published baseline
         # BQ PE (FP8 E5M3 scale) has public points at A4, A5 (the Fig 10 reference) and A8.
         "pe_l1": tuple(_pe("pe_l1", UB=32, ACT_BITS=a, ACT_L2=0, W_L2=0) for a in (4, 5, 6, 7, 8)),
-        # Parts of the μB = 32 HBQ-E PE for the §2.3 breakdown: the 128 multiplier lanes, one
-        # micro-block tree, the L2 tree, the L1 conversion (widths as hbq_pe derives them for
+        # Parts of the μB = 32 HBQ-E PE for the [R-ACC] area breakdown: the 128 multiplier lanes,
+        # one micro-block tree, the L2 tree, the L1 conversion (widths as hbq_pe derives them for
         # B=128, UB=32, SIG-1 x Mix).
         "pe_parts": (
             SynthPoint(
@@ -255,7 +255,7 @@ GROUPS: Mapping[str, tuple[SynthPoint, ...]] = MappingProxyType(
 )
 """Every design point, by sweep group (``coaccel synth --blocks`` selects groups)."""
 
-# ---- published reference numbers (specs/hbq.md §3.5 and §2.3, TSMC 28 nm) ------------------
+# ---- published reference numbers ([R-BQ], [R-PE], [R-ACC] area report; TSMC 28 nm) -------
 
 PUBLISHED_UB_UM2_PER_MAC: Mapping[int, float] = MappingProxyType(
     {4: 103.51, 8: 86.60, 16: 77.30, 32: 72.27, 64: 70.28}
@@ -266,13 +266,14 @@ PUBLISHED_ACT_BITS_L1_UM2_PER_MAC: Mapping[int, float] = MappingProxyType(
     {4: 57.84, 5: 67.97, 8: 94.19}
 )
 """L1-only block-quantization PE with an FP8 (E5M3) scale, B = 128, W4 x A(bits), µm²/MAC:
-A4 and A8 from the baseline sweep table, A5 from the Fig 10 L1-only reference (§3.5). The
-A6/A7 rows are held back by the spec as a validation set and are not used here."""
+A4 and A8 from the baseline sweep table ([R-BQ]), A5 from the Fig 10 L1-only reference (the same
+table's FP8 A5 B128 row). The A6/A7 rows are held back as a validation set ([OURS]) and are not
+used here."""
 
 PUBLISHED_PE_BREAKDOWN_UM2: Mapping[str, float] = MappingProxyType(
     {"multipliers": 4 * 1071.0, "ub_trees": 4 * 664.0, "l2_tree": 128.0, "l1_convert": 394.0}
 )
-"""One HBQ-E PE of the 32-PE accelerator (B = 128, μB = 32), µm² (§2.3 area breakdown):
+"""One HBQ-E PE of the 32-PE accelerator (B = 128, μB = 32), µm² ([R-ACC] area breakdown):
 4 x FP_mul_vector(32), 4 x ADDER_TREE_32, the L2 adder tree, FX2FP + Scale_NV."""
 
 
@@ -930,7 +931,7 @@ _PART_ROWS = {
 
 
 def breakdown(rows: Iterable[Mapping[str, str]]) -> list[dict[str, object]]:
-    """Shares of the μB = 32 PE's datapath parts vs the published §2.3 breakdown.
+    """Shares of the μB = 32 PE's datapath parts vs the published [R-ACC] breakdown.
 
     Both sides are reduced to the four parts of :data:`PUBLISHED_PE_BREAKDOWN_UM2` (128
     multipliers, the B/μB = 4 micro-block trees, the L2 tree, the L1 conversion) and each part is

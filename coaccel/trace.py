@@ -119,7 +119,7 @@ SPARSITY_DTYPE = np.dtype(
         ("lanes", "<u8"),
     ]
 )
-"""One DeltaLLM key column of one query block (specs/deltallm.md §2.4), in kernel ``kernel``."""
+"""One DeltaLLM key column of one query block ([OURS] cycle model, docs/trace.md), in ``kernel``."""
 
 EVENT_DTYPE = np.dtype(
     [

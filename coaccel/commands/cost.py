@@ -210,7 +210,7 @@ def format_pe_cost(c: Any) -> str:
         lines.append("outside the calibrated domain: " + "; ".join(c.domain_notes))
     lines.append(
         "source: PE model fitted to arch_configs/cost/pe_calibration_28nm.yaml "
-        "(specs/hbq.md §2.3, §2.5, §3.5); energy is dynamic energy at the calibration corner; "
+        "([R-BQ], [R-PE], [R-ACC], [R-PM]); energy is dynamic energy at the calibration corner; "
         "see docs/cost_model.md"
     )
     return "\n".join(lines)

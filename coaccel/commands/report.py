@@ -52,7 +52,7 @@ def register(subparsers: Any) -> None:
         dest="workloads",
         default=DEFAULT_WORKLOADS,
         metavar="M,M,...",
-        help="comma-separated models (default: the five of specs/hbq.md §3.6)",
+        help="comma-separated models (default: the five of [R-PM] src/perf_model.py)",
     )
     p.add_argument("--scenario", default="prefill_2k", metavar="NAME", help="(prefill_2k)")
     p.add_argument(

@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         _print_calibration(cal)
     parts = synth.breakdown(rows)
     if parts:
-        print("\nμB = 32 PE datapath parts, share of their sum vs the published §2.3 breakdown:")
+        print("\nμB = 32 PE datapath parts, share of their sum vs the published [R-ACC] breakdown:")
         for p in parts:
             print(
                 f"  {p['part']:12s} {p['transistors']:8d} T {p['share']:6.1%}   "

@@ -42,7 +42,7 @@ def register(subparsers: Any) -> None:
         "hbq",
         help="HBQ (MICRO 2026): PE area/energy, claims, system energy, iso-area speedups",
         description=(
-            "Every HBQ target (specs/hbq.md §3): per-MAC area/energy of the published rows "
+            "Every HBQ target (docs/references.md): per-MAC area/energy of the published rows "
             "(±5 %), HBQ-E vs HBQ-A (-17 %), area and energy efficiency vs weight-only (2.3x, "
             "4.6x), system energy per 2048-token prefill for 5 models x 5 architectures "
             "(±10 %, DRAM traffic from the simulated traces) and iso-area speedups at 1K/4K/16K."

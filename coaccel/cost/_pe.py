@@ -1,6 +1,6 @@
 """PE area and energy per MAC as a model of the number format (28 nm, scalable to other nodes).
 
-The processing element of a block-quantized accelerator (specs/hbq.md §2.1, §2.4, §3.5) is
+The processing element of a block-quantized accelerator ([R-BQ], [R-PE], [R-ACC]) is
 decomposed into components whose logic is counted in NAND2 gate equivalents (GE) as a function
 of the format's widths:
 
@@ -25,15 +25,16 @@ component       what is counted                                                a
 The GE counts use the textbook cell weights of ``arch_configs/cost/pe_gates.yaml``; one
 coefficient per component (µm² per GE for area, fJ per GE per MAC for energy) is then fitted by
 non-negative least squares on relative errors to the published 28 nm figures of
-``arch_configs/cost/pe_calibration_28nm.yaml`` (spec §3.5 rows and breakdown, §2.3 PE
-breakdown, §2.5 PE energies). The model therefore *predicts* formats it was not fitted on
+``arch_configs/cost/pe_calibration_28nm.yaml`` ([R-BQ] rows and breakdown, [R-ACC] PE
+breakdown, [R-PM] PE energies). The model therefore *predicts* formats it was not fitted on
 (other activation widths, block sizes, element and scale formats, L2 schemes), with an
 uncertainty made of the calibration residual (leave-one-out), the parameter spread (jackknife)
 and stated model-form terms for points outside the calibrated domain. See
 ``docs/cost_model.md``.
 
-Derived widths (spec §1.2): significand ``s = m + (e > 0)``, maximum shift ``2^e - 2``, product
-word ``pw = sw + sa + shw + sha + 1`` (10 for E2M1 x E2M2, as the RTL's PRODUCT_WIDTH).
+Derived widths ([R-ACC] ``FP_mul_vector``): significand ``s = m + (e > 0)``, maximum shift
+``2^e - 2``, product word ``pw = sw + sa + shw + sha + 1`` (10 for E2M1 x E2M2, as the RTL's
+PRODUCT_WIDTH).
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ __all__ = [
 ]
 
 L2_SCHEMES = ("none", "pot", "int", "sig1", "sig2", "sig3", "sig4", "mix")
-"""L2 (micro-block) scale schemes (specs/hbq.md §1.4): multiplier ``2^c``, ``c+1``,
+"""L2 (micro-block) scale schemes ([R-Q] ``HBQQuantizer.L2_SCHEME``): multiplier ``2^c``, ``c+1``,
 ``1 + c/2^k`` (SIG-k), and ``mix`` = SIG-2 or SIG-3 chosen per L1 block (weights only)."""
 
 AREA_FEATURES = (
@@ -244,8 +245,8 @@ def scale_spec(name: str) -> ScaleSpec:
     """Parse a scale format name.
 
     Args:
-        name: ``"pot"`` (power of two, 5-bit exponent as the HBQ repo's MX variant, specs/hbq.md
-            §5.3), ``"e8m0"`` (OCP MX), ``"e5m3"`` (HBQ L1 / repo NVFP4, also ``fp8``),
+        name: ``"pot"`` (power of two, 5-bit exponent as the HBQ repo's MX variant, [R-Q]
+            ``MXFPQuantizer``), ``"e8m0"`` (OCP MX), ``"e5m3"`` (HBQ L1 / repo NVFP4, also ``fp8``),
             ``"e4m3"``/``"ue4m3"`` (NVFP4), or any ``"eXmY"``.
 
     Returns:
@@ -455,7 +456,7 @@ def pe_features(pe: PeFormat) -> dict[str, float]:
     if w.ebits and a.ebits:
         align += g.fa * max(w.ebits, a.ebits)
     # A multi-operand (carry-save) reduction costs about one full adder per input bit whatever
-    # the number of operands: the published mul+tree area is flat over B = 4..32 (§3.5 Fig 3).
+    # the number of operands: the published mul+tree area is flat over B = 4..32 ([R-BQ], Fig 3).
     tree = g.fa * (pw + 1)
     reg = g.register_share * g.dff * (w.bits + a.bits)
     depth_levels = _clog2(pe.block)

@@ -2,16 +2,17 @@
 
 A CACTI-like model with two calibrated regimes (``docs/cost_model.md`` "SRAM"):
 
-* **Area.** The HBQ accelerator's register-file macros (specs/hbq.md §2.3: 256 x 136 b PSUM
-  banks, 128 x 160 b ACT banks, a 128 x 24 b scale RF) all come out at 0.857 µm²/bit, with no
-  visible size dependence between 3 and 35 kbit. Up to the largest calibrated macro the area is
-  that per-bit figure; beyond it, the periphery is amortized CACTI-style, the per-bit area
-  falling as ``1/sqrt(bits)`` towards the large-macro limit ``a_cell`` (stated assumption).
+* **Area.** The HBQ accelerator's register-file macros ([R-ACC] params.vh and area report:
+  256 x 136 b PSUM banks, 128 x 160 b ACT banks, a 128 x 24 b scale RF) all come out at
+  0.857 µm²/bit, with no visible size dependence between 3 and 35 kbit. Up to the largest
+  calibrated macro the area is that per-bit figure; beyond it, the periphery is amortized
+  CACTI-style, the per-bit area falling as ``1/sqrt(bits)`` towards the large-macro limit
+  ``a_cell`` (stated assumption).
 * **Energy.** ``width x (e_bit + e_row x min(depth, 256))`` fJ per access (bit-line energy grows
-  with the rows of a sub-array; deeper memories are banked). ``e_bit`` and ``e_row`` are solved
-  from the two SRAM energies of the HBQ system model ([R-PM], §2.5): an ACT-buffer read
-  (664 b at depth 128) and a PSUM read-modify-write (544 b at depth 256). Writes are taken
-  to cost the same as reads.
+  with the rows of a sub-array; deeper memories are banked). ``e_bit`` and ``e_row`` are solved from
+  the two SRAM energies of the HBQ system model ([R-PM] ``src/perf_model.py``): an ACT-buffer read
+  (664 b at depth 128) and a PSUM read-modify-write (544 b at depth 256). Writes are taken to cost
+  the same as reads.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ._tech import node_factors
 
 __all__ = ["SramCost", "SramModel", "sram_cost", "sram_model"]
 
-# Geometry of the calibration figures (specs/hbq.md §2.3 tiling parameters, params.vh).
+# Geometry of the calibration figures ([R-ACC] params.vh tiling parameters).
 _ACT_MACROS = ((128, 160),) * 4 + ((128, 24),)  # (depth, width) per macro
 _ACT_READ_BITS = 4 * 160 + 24
 _PSUM_DEPTH, _PSUM_WIDTH = 256, 136

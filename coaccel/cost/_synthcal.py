@@ -3,7 +3,7 @@
 Yosys's generic-gate transistor counts are not TSMC 28 nm areas, but their *ratios* across a
 sweep of one RTL module follow the logic the format needs. Each synthesized point of the
 activation-width sweeps becomes a pseudo area point: the published area of the sweep's
-reference point (spec §3.5) times the transistor ratio to that reference,
+reference point ([R-PE]) times the transistor ratio to that reference,
 
 * ``pe_act`` (HBQ PE, μB = 32, SIG-1 2b x Mix, A = E2M(ACT_BITS-3)): 72.27 µm²/MAC x T(A)/T(A5);
 * ``pe_l1`` (the same PE without L2 scales): 67.97 µm²/MAC x T(A)/T(A5).
@@ -30,8 +30,8 @@ SYNTH_CALIBRATION_FILE = "pe_calibration_synth.yaml"
 
 _REFS = {
     # group: (published reference um2/MAC at ACT_BITS = 5, its source, L2 on)
-    "pe_act": (72.27, "specs/hbq.md §3.5 HBQ PE μB=32 W4A5 72.27 um2/MAC", True),
-    "pe_l1": (67.97, "specs/hbq.md §3.5 L1-only B=128 W4A5 reference 67.97 um2/MAC", False),
+    "pe_act": (72.27, "[R-PE] HBQ_uB_area_results.tsv: HBQ PE μB=32 W4A5 72.27 um2/MAC", True),
+    "pe_l1": (67.97, "[R-BQ] FP8 A5 B128 row: L1-only B=128 W4A5 reference 67.97 um2/MAC", False),
 }
 
 
@@ -92,7 +92,7 @@ def synth_points(
                     value=round(ref_um2 * ratio, 4),
                     unit="um2/MAC",
                     source=(
-                        f"[OURS] rtl/synth/hbq_area.csv {group}: Yosys CMOS transistors per MAC "
+                        f"[SYNTH] rtl/synth/hbq_area.csv {group}: Yosys CMOS transistors per MAC "
                         f"{tpm[bits]:g} / {tpm[5]:g} (ACT_BITS=5) x {ref_src}"
                     ),
                     uncertainty=0.1,

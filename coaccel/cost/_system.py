@@ -14,13 +14,13 @@ uncertainty and its source (:class:`CostBreakdown`). The HBQ ASIC's components:
 ``wgt_buffer``  same, weight buffer
 ``psum_buffer`` same, partial-sum buffer (read-modify-write)
 ``psum_logic``  partial-sum updates x the update energy of the design's partial-sum logic
-                (MXINT8: quantiser, dequantiser, FP16 adders, §2.3 power report; FP16/FP32:
+                (MXINT8: quantiser, dequantiser, FP16 adders, [R-ACC] power report; FP16/FP32:
                 one FP adder per lane, ``system_28nm.yaml``)
 ``dram``        bytes moved (from the simulated traces) x ``DramConfig.energy_pj_per_byte``
 ``leakage``     total area x leakage power density x run time
 ============== ============================================================================
 
-The paper's system model ([R-PM], specs/hbq.md §2.5) counts ``dram``, ``pe_array`` ("core")
+The paper's system model ([R-PM] src/perf_model.py) counts ``dram``, ``pe_array`` ("core")
 and the ACT and PSUM SRAM; :attr:`CostBreakdown.rpm_components` names those, so that a
 comparison with its figures compares like with like.
 """

@@ -1,11 +1,11 @@
-"""The quantization accuracy study behind ``coaccel quant`` (specs/hbq.md §1.5, §1.10, §3.2, §5).
+"""The quantization accuracy study behind ``coaccel quant`` ([R-CFG], [R-PTQ], [OCP-MX]).
 
 For every block format and every data source it measures how far quantized tensors, quantized
 GEMM outputs and (for the real model) sentence embeddings are from their floating-point values:
 
 * **Weights and activations**: SQNR (dB) and MSE of ``dequantize(quantize(x))`` against ``x``,
   weights ``(out, in)`` and activations ``(tokens, in)`` both blocked along ``in``, the
-  reduction axis (§1.10). HBQ formats quantize weights with ``role="weight"`` and activations
+  reduction axis ([R-PTQ]). HBQ formats quantize weights with ``role="weight"`` and activations
   with ``role="activation"``.
 * **GEMM**: ``Y = Q(A)·Q(W)ᵀ`` computed by the formats' GEMM (HBQ: the HBQ datapath with the
   configured partial-sum mode, ``"fp32"`` by default as in the paper's accuracy results; other
@@ -74,7 +74,7 @@ DEFAULT_FORMATS = (
     "mxfp8_e4m3",
     "mxint8",
 )
-"""The formats of the default study (the paper's Table 9 comparison, §3.2, plus wider MX)."""
+"""The formats of the default study (the paper's Table 9 comparison, [R-README], plus wider MX)."""
 
 DATA_SOURCES = ("synthetic", "real")
 """``synthetic``: seeded tensors (:mod:`coaccel.models.nn.synthetic`); ``real``: MiniLM."""
@@ -181,7 +181,7 @@ class QuantStudyConfig:
         formats: formats to compare (see :func:`valid_formats`); ``fp32`` is the reference.
         data: data sources, ``synthetic`` and/or ``real``.
         seed: seed of the synthetic tensors.
-        psum_mode: partial-sum accumulation of the HBQ GEMM (specs/hbq.md §2.2); the paper's
+        psum_mode: partial-sum accumulation of the HBQ GEMM (``docs/hbq_datapath.md``); the paper's
             accuracy results use ``fp32``.
         synthetic: the synthetic problems.
         real: the real-model run.

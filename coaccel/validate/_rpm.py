@@ -1,9 +1,9 @@
-"""The paper's analytical system model ([R-PM], specs/hbq.md §2.5), restated term by term.
+"""The paper's analytical system model ([R-PM] src/perf_model.py), restated term by term.
 
-The §3.6 targets were computed with this model; the validation compares our *simulated*
-figures with them. Restating the model lets the report attribute every joule of a difference:
-the simulator counts DRAM bytes from its traces, [R-PM] from four closed-form terms, and the
-terms can be compared one for one (:func:`sim_dram_terms` sorts simulated traffic into the same
+The recomputed system-energy and speedup targets come from this model; the validation compares our
+*simulated* figures with them. Restating the model lets the report attribute every joule of a
+difference: the simulator counts DRAM bytes from its traces, [R-PM] from four closed-form terms, and
+the terms can be compared one for one (:func:`sim_dram_terms` sorts simulated traffic into the same
 terms). Pure arithmetic on a model shape; no simulator, no I/O.
 
 [R-PM]'s DRAM terms for a prefill of ``n`` tokens (elements, then x bytes/element x 32 pJ/B):
@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 RPM_DRAM_J_PER_BYTE = 3.2e-11
-"""[R-PM] DRAM energy, J/byte (specs/hbq.md §2.5)."""
+"""[R-PM] src/perf_model.py DRAM energy, J/byte."""
 
 _SRAM_ACT_J = 2.428e-11
 _SRAM_PSUM_J = 2.92e-11
@@ -57,7 +57,7 @@ RPM_TERMS = ("weights", "qkvo", "kv", "mlp")
 
 @dataclass(frozen=True)
 class RpmArch:
-    """One column of the §2.5 per-architecture table.
+    """One column of the [R-PM] per-architecture parameters.
 
     Attributes:
         j_per_mac: core energy, J/MAC.
@@ -85,11 +85,11 @@ RPM_PARAMS: Mapping[str, RpmArch] = FrozenMap(
         "hbq_e_28nm": RpmArch(8.72e-14, 5.1 / 8, 4.125 / 8, 5.1 / 8, 512, False),
     }
 )
-"""specs/hbq.md §2.5 table, by our architecture name (KV "act" = the activation width)."""
+"""[R-PM] src/perf_model.py parameters, by our architecture name (KV "act" = activation width)."""
 
 
 def rpm_macs(model: Any, tokens: int) -> tuple[int, int]:
-    """MACs of a prefill by the [R-PM] formulas (specs/hbq.md §2.5).
+    """MACs of a prefill by the [R-PM] src/perf_model.py formulas.
 
     linear = L·n·(E·q + 2E·kv + q·E + 3E·M) + n·E·V; attention = L·n²·(q + kv), with q the
     query width (heads x head_dim) and kv the key/value width (kv_heads x head_dim).
@@ -135,7 +135,7 @@ def rpm_dram_elems(model: Any, tokens: int, tk: int) -> dict[str, float]:
 
 
 def rpm_energy(model: Any, arch: str, tokens: int = 2048) -> dict[str, Any]:
-    """The [R-PM] energy of a prefill on one of the five §3.6 architectures.
+    """The [R-PM] energy of a prefill on one of the five [R-PM] architectures.
 
     Args:
         model: a model shape (as :func:`rpm_macs`).

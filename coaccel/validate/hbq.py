@@ -3,18 +3,18 @@
 Pure computation (no printing, no files): :func:`validate_hbq` returns a :class:`Validation`
 whose :class:`Target` rows hold our value, the paper's value, the error and a note saying how our
 value was obtained and, where we differ, why. :mod:`coaccel.report.hbq` writes it as CSV and
-Markdown. Targets (specs/hbq.md §3):
+Markdown. Targets (keys of ``docs/references.md``):
 
-* ``pe_area`` / ``pe_energy``: per-MAC area and energy of every published PE row the spec gives
-  (§3.5 baseline sweep rows, HBQ μB sweep, L1-only reference, [R-PM] PE energies, README area
-  column), ±5 %. Each row also shows the leave-one-out prediction (the model refitted without
-  that point), so the table tells fit from prediction.
+* ``pe_area`` / ``pe_energy``: per-MAC area and energy of every published PE row ([R-BQ] baseline
+  sweep rows, [R-PE] HBQ μB sweep, [R-BQ] L1-only reference, [R-PM] PE energies, [R-README] area
+  column), ±5 %. Each row also shows the leave-one-out prediction (the model refitted without that
+  point), so the table tells fit from prediction.
 * ``claim``: HBQ-E vs HBQ-A hardware cost (−17 %), area efficiency vs weight-only (2.3×),
   energy efficiency vs weight-only (4.6×, whose baseline figure the sources do not give).
-* ``system_energy``: J per 2048-token prefill, five models × five architectures (§3.6),
+* ``system_energy``: J per 2048-token prefill, five models × five architectures ([R-PM]),
   ±10 %, with DRAM traffic counted from the simulated traces.
 * ``speedup``: iso-area speedup vs Amove at 1K / 4K / 16K tokens, geometric mean over the five
-  models (§3.6), from simulated cycles and PE area per MAC.
+  models ([R-PM]), from simulated cycles and PE area per MAC.
 * ``synthesis``: the PE model's area ratios along the activation-width and μB sweeps vs our own
   RTL's Yosys transistor ratios (``rtl/synth/hbq_area.csv``, when present).
 """
@@ -54,10 +54,10 @@ __all__ = [
 ]
 
 MODELS = ("llama-2-7b", "llama-3-8b", "llama-3.2-3b", "qwen2.5-3b", "qwen2.5-7b")
-"""The five models of §3.6 (``arch_configs/workloads/``)."""
+"""The five models of [R-PM] ``src/perf_model.py`` (``arch_configs/workloads/``)."""
 
 ARCHS = ("amove_28nm", "mxfp_w4a8_28nm", "nvfp4_28nm", "hbq_a_28nm", "hbq_e_28nm")
-"""The five architectures of §3.6, in the paper's column order (Amove, MXFP, NVFP4, HBQ-A,
+"""The five architectures of [R-PM], in the paper's column order (Amove, MXFP, NVFP4, HBQ-A,
 HBQ-E)."""
 
 _ARCH_LABEL = {
@@ -77,14 +77,14 @@ PAPER_SYSTEM_ENERGY_J: Mapping[str, tuple[float, ...]] = FrozenMap(
         "qwen2.5-7b": (9.622, 5.092, 4.700, 3.672, 2.946),
     }
 )
-"""§3.6: J per 2048-token prefill (DRAM + core + SRAM), recomputed from [R-PM]; columns as
+"""[DERIVED] J per 2048-token prefill (DRAM + core + SRAM), recomputed with [R-PM]; columns as
 :data:`ARCHS`."""
 
 PAPER_BREAKDOWN_J = {"dram": 1.380, "core": 1.276, "sram": 0.191}
-"""§3.6: example breakdown, Llama2-7B on HBQ-E, J."""
+"""[DERIVED] example breakdown recomputed with [R-PM], Llama2-7B on HBQ-E, J."""
 
 SPEEDUP_SEQS = (1024, 4096, 16384)
-"""Sequence lengths of the §3.6 iso-area speedups."""
+"""Sequence lengths of the [R-PM] iso-area speedups ([HBQ] Fig 18)."""
 
 PAPER_SPEEDUP: Mapping[str, tuple[float, float, float]] = FrozenMap(
     {
@@ -94,9 +94,10 @@ PAPER_SPEEDUP: Mapping[str, tuple[float, float, float]] = FrozenMap(
         "hbq_e_28nm": (3.01, 3.00, 2.98),
     }
 )
-"""§3.6: iso-area speedup vs Amove (geometric mean over the five models) at 1K/4K/16K."""
+"""[DERIVED] iso-area speedup vs Amove recomputed with [R-PM] (geometric mean over the five
+models) at 1K/4K/16K."""
 
-_SRC_36 = "specs/hbq.md §3.6 (recomputed from [R-PM] src/perf_model.py)"
+_SRC_36 = "[DERIVED] recomputed with [R-PM] src/perf_model.py (the paper's Figs 16 and 18)"
 
 FIT_ROLES = ("predicted", "fitted")
 """Values of :attr:`Target.fit`: ``predicted`` (the paper's figure was not used in any fit),
@@ -322,7 +323,7 @@ def pe_targets() -> list[Target]:
                 ),
             )
         )
-    readme = "specs/hbq.md §3.2 README Area/MAC column (TSMC 28 nm)"
+    readme = "[R-README] table, Area/MAC column (TSMC 28 nm)"
     hbq = dict(weight="e2m1", act="e2m2", block=128, scale="e5m3", l2_act="sig1", l2_weight="mix")
     for name, pe, paper, label in (
         (
@@ -367,7 +368,7 @@ _HBQ_E_ENERGY = "HBQ-E PE energy"
 
 
 def claim_targets() -> list[Target]:
-    """The abstract's hardware claims (§3.1): −17 %, 2.3×, 4.6×.
+    """The abstract's hardware claims ([HBQ] abstract): −17 %, 2.3×, 4.6×.
 
     Returns:
         The ``claim`` targets.
@@ -397,7 +398,7 @@ def claim_targets() -> list[Target]:
             -17.0,
             "%",
             10.0,
-            "specs/hbq.md §3.1: 72 vs 87 um2/MAC = -17.2 %",
+            "[HBQ] abstract (17 %); [R-README] table: 72 vs 87 um2/MAC = -17.2 %",
             "PE model, μB 32 vs 8; the paper's -17 % uses the rounded 72/87, the TSV "
             "values 72.27/86.60 give -16.5 %. Error = relative error of the percentage "
             "(tolerance ±10 %, i.e. ±1.7 points: the two published readings differ by 0.7). "
@@ -414,7 +415,7 @@ def claim_targets() -> list[Target]:
             2.3,
             "x",
             5.0,
-            "specs/hbq.md §3.1: 200 (AxCore, WoQ) / 87 (HBQ-A) = 2.30",
+            "[HBQ] abstract (2.3x); [DERIVED] [R-README] 200 (AxCore, WoQ) / 87 (HBQ-A) = 2.30",
             f"published AxCore area ({woq_area.source.split(':')[0]}) over our HBQ-A PE area. "
             "Fitted: the HBQ-A area is a PE model calibration point; ours_loo uses its "
             "leave-one-out prediction",
@@ -429,7 +430,7 @@ def claim_targets() -> list[Target]:
             4.6,
             "x",
             None,
-            "specs/hbq.md §3.1: 4.6x; the underlying WoQ energy is not in the repo",
+            "[HBQ] abstract: 4.6x; the underlying WoQ energy is not in the repo",
             "The baseline figure is missing: the 4.6x implies ~401 fJ/MAC against HBQ-E "
             "(87.2 fJ) or ~615 fJ against HBQ-A; the rows below show what the available "
             "figures give",
@@ -442,7 +443,7 @@ def claim_targets() -> list[Target]:
             4.6,
             "x",
             None,
-            "specs/hbq.md §3.1 (4.6x) and §3.2/§2.4 (Fig 6 plot script: 280 fJ/MAC)",
+            "[HBQ] abstract (4.6x) and [R-SCR] script/plot_fig6.py (280 fJ/MAC)",
             "differs because the paper's WoQ energy baseline is not the Fig 6 plot value; "
             "with 280 fJ the gain is ~3.2x. Fitted: the HBQ-E energy is a PE model calibration "
             "point; ours_loo uses its leave-one-out prediction",
@@ -459,7 +460,7 @@ def claim_targets() -> list[Target]:
             4.6,
             "x",
             None,
-            "specs/hbq.md §3.1",
+            "[HBQ] abstract (4.6x)",
             "the PE model's prediction for a W4A16 (E2M1 x FP16, B128) block PE, far outside "
             f"its calibrated domain (±{woq_model.energy_uncertainty_pct:.0f} %); AxCore's "
             "approximate FP arithmetic is not modelled. Fitted: the HBQ-E energy is a PE model "
@@ -491,7 +492,7 @@ def _default_simulate(arch: Any, workload: str, mode: str) -> Any:
 
 
 def nvfp_w4a8_variant(arch: Any) -> Any:
-    """The NVFP W4A8 design the paper's iso-area model calls "NVFP" (§2.5: 130.2 um2/MAC,
+    """The NVFP W4A8 design the paper's iso-area model calls "NVFP" ([R-PM]: 130.2 um2/MAC,
     8.5-bit attention operands): ``nvfp4_28nm`` with E2M5 activations and KV cache (8 bits +
     an E5M3 scale per 16) and 8-bit activation multipliers.
 
@@ -526,7 +527,7 @@ def system_energy_targets(
     models: Sequence[str] = MODELS,
     archs: Sequence[str] = ARCHS,
 ) -> tuple[list[Target], dict[tuple[str, str], CostBreakdown]]:
-    """J per 2048-token prefill, our simulated value vs §3.6 (±10 %).
+    """J per 2048-token prefill, our simulated value vs [R-PM] (±10 %).
 
     Ours = PE array + ACT + PSUM SRAM + DRAM of :func:`coaccel.cost.evaluate` on the simulated
     statistics (DRAM bytes counted from the simulated traces): the components [R-PM] counts.
@@ -534,7 +535,7 @@ def system_energy_targets(
     (:func:`~coaccel.validate._rpm.rpm_energy`), and the DRAM part term by term
     (:func:`~coaccel.validate._rpm.sim_dram_terms`). ``ours_as_paper`` leaves out the simulated
     DRAM traffic [R-PM] has no term for (the down projection's input re-reads, the LM head's
-    activations). For Llama-2-7B on HBQ-E, info rows compare the §3.6 example breakdown and
+    activations). For Llama-2-7B on HBQ-E, info rows compare the [R-PM] example breakdown and
     each [R-PM] DRAM term.
 
     Args:
@@ -618,7 +619,7 @@ def system_energy_targets(
 def _example_breakdown(
     cb: CostBreakdown, terms: Mapping[str, int], rpm: Mapping[str, Any]
 ) -> list[Target]:
-    """Info rows: the §3.6 Llama-2-7B HBQ-E breakdown and [R-PM]'s DRAM terms, ours vs paper."""
+    """Info rows: the [R-PM] Llama-2-7B HBQ-E breakdown and [R-PM]'s DRAM terms, ours vs paper."""
     why = {
         "dram": "DRAM bytes of the simulated traces x 32 pJ/B; the simulated tiles move more "
         "bytes than the [R-PM] formula (see the DRAM term rows)",
@@ -671,8 +672,8 @@ def _example_breakdown(
                 rpm["dram_bytes"][term] / 1e9,
                 "GB",
                 None,
-                "[R-PM] src/perf_model.py DRAM terms (specs/hbq.md §2.5), restated in "
-                "coaccel/validate/_rpm.py; the restatement reproduces all 25 §3.6 totals",
+                "[R-PM] src/perf_model.py DRAM terms, restated in coaccel/validate/_rpm.py; "
+                "the restatement reproduces all 25 recomputed system-energy totals",
                 term_why[term],
             )
         )
@@ -692,7 +693,7 @@ def _example_breakdown(
                 0.0,
                 "GB",
                 None,
-                "[R-PM] src/perf_model.py DRAM terms (specs/hbq.md §2.5)",
+                "[R-PM] src/perf_model.py DRAM terms",
                 f"simulated traffic the [R-PM] formula does not count: {what}",
             )
         )
@@ -709,7 +710,7 @@ def speedup_targets(
     simulate: Simulate | None = None,
     models: Sequence[str] = MODELS,
 ) -> list[Target]:
-    """Iso-area speedup vs Amove at 1K/4K/16K tokens (geometric mean over models), vs §3.6.
+    """Iso-area speedup vs Amove at 1K/4K/16K tokens (geometric mean over models), vs [R-PM].
 
     Speedup = (cycles_Amove x area_Amove) / (cycles_X x area_X): throughput per PE-array area,
     i.e. the speedup when both arrays are scaled to the same area. Cycles are simulated
@@ -939,7 +940,7 @@ def validate_hbq(
             "'ours as [R-PM] counts' attributes the differences, it does not replace our value: "
             "system energy without the simulated DRAM traffic the [R-PM] formula has no term "
             "for (the down projection's input re-reads and the LM head's activations; "
-            "coaccel/validate/_rpm.py restates the formula, which reproduces all 25 §3.6 "
+            "coaccel/validate/_rpm.py restates the formula, which reproduces all 25 recomputed "
             "totals); speedups without the weight-loading cycles, which [R-PM]'s MAC-count "
             "model leaves out. Status is judged on our value."
         )

@@ -2,7 +2,7 @@
 
 Public entry point: :func:`quantize` (returns a :class:`QuantizedTensor` holding integer codes
 and scale codes, with ``.dequantize()``), plus :func:`pack` / :func:`unpack` to the bit layouts of
-``specs/hbq.md`` §1.9 and §5. Formats are selected by name (:func:`format_names`); see
+``docs/formats.md`` ("Bit packing"). Formats are selected by name (:func:`format_names`); see
 ``docs/formats.md`` for each format's semantics, rounding default and corner-case rules.
 """
 

@@ -5,7 +5,7 @@ Each format is a frozen dataclass implementing :class:`~._quantized.FormatSpec`,
 under its name. ``quantize_blocks`` takes float64 blocks ``(..., n_blocks, block)`` (padding and
 axis handling happen in :func:`~._quantized.quantize`) and returns integer codes; the numpy path
 is the reference and ``backend="numba"`` calls :mod:`coaccel.models.fast.formats`, which returns
-identical arrays. Semantics follow ``specs/hbq.md`` §5 (see ``docs/formats.md``).
+identical arrays. Semantics follow [OCP-MX], [MX], [NV] and [R-Q] (see ``docs/formats.md``).
 """
 
 from __future__ import annotations
@@ -294,7 +294,7 @@ class SharedExpSpec:
 
 
 _MX_ELEMENTS = {
-    # name: (element format, emax_elem) -- specs/hbq.md §5.2 step 2.
+    # name: (element format, emax_elem) -- [MX] mx/mx_ops.py ``_quantize_mx``.
     "mxfp4": (el.E2M1, 2),
     "mxfp6_e2m3": (el.E2M3, 2),
     "mxfp6_e3m2": (el.E3M2, 4),
@@ -312,9 +312,9 @@ def _mx_factory(name: str) -> Callable[..., SharedExpSpec]:
         _check_choice(name, "variant", opt["variant"], variants)
         if name == "mxint8":
             if opt["variant"] == "ocp":
-                # §5.3: X = floor(log2 amax); q = round(64 v) clamped to ±127; value q*2**(X-6).
+                # [MX]: X = floor(log2 amax); q = round(64 v) clamped to ±127; value q*2**(X-6).
                 return SharedExpSpec(name, block, el.INT8, emax=0, elem_shift=-6)
-            # §5.3 HBQ-repo MXINT: X = floor(log2 amax) - 6 clipped to [-14, 15]; INT8 clip
+            # [R-Q] MXINTQuantizer: X = floor(log2 amax) - 6 clipped to [-14, 15]; INT8 clip
             # [-128, 127]; half away from zero; a 5-bit exponent code X + 15.
             return SharedExpSpec(
                 name, block, el.IntFormat("int8_full", 8, symmetric=False), emax=6,
@@ -323,7 +323,7 @@ def _mx_factory(name: str) -> Callable[..., SharedExpSpec]:
             )  # fmt: skip
         fmt, emax = _MX_ELEMENTS[name]
         if opt["variant"] == "hbq_repo":
-            # §5.3 HBQ-repo MXFP: X = floor(log2 amax) - 2 clipped to [-14, 15], elements
+            # [R-Q] MXFPQuantizer: X = floor(log2 amax) - 2 clipped to [-14, 15], elements
             # half-up on magnitude (= half away from zero) with saturation.
             return SharedExpSpec(
                 name, block, fmt, emax=emax, x_min=-14, x_max=15, clip_high=True, scale_bias=15,
@@ -551,7 +551,7 @@ class AbsmaxSpec:
 
 
 def _nvfp4_factory(**options: Any) -> AbsmaxSpec:
-    """NVFP4 (specs/hbq.md §5.4, NVIDIA ModelOpt / cuDNN)."""
+    """NVFP4 ([NV]: NVIDIA ModelOpt ``nvfp4_tensor.py`` / cuDNN block scaling)."""
     opt = _check_options("nvfp4", options, {"tensor_scale": True, "scale_rounding": "rne"})
     _check_choice("nvfp4", "scale_rounding", opt["scale_rounding"], sc.SCALE_ROUNDING_MODES)
     _check_choice("nvfp4", "tensor_scale", opt["tensor_scale"], (True, False))
@@ -562,7 +562,7 @@ def _nvfp4_factory(**options: Any) -> AbsmaxSpec:
 
 
 def _nvfp4_e5m3_factory(**options: Any) -> AbsmaxSpec:
-    """The HBQ repo's "NVFP4": E5M3(amax / 6), no tensor scale, half-away elements (§5.4)."""
+    """The HBQ repo's "NVFP4": E5M3(amax / 6), no tensor scale, half-away elements ([R-Q])."""
     opt = _check_options("nvfp4_e5m3", options, {"scale_rounding": "half_up"})
     _check_choice("nvfp4_e5m3", "scale_rounding", opt["scale_rounding"], sc.SCALE_ROUNDING_MODES)
     return AbsmaxSpec(
@@ -572,7 +572,7 @@ def _nvfp4_e5m3_factory(**options: Any) -> AbsmaxSpec:
 
 
 def _int_factory(**options: Any) -> AbsmaxSpec:
-    """INT``bits`` elements, scale = amax / qmax rounded into a scale format (§5.5)."""
+    """INT``bits`` elements, scale = amax / qmax rounded into a scale format ([VSQ])."""
     opt = _check_options(
         "int", options, {"block": 32, "bits": 4, "scale_format": "fp16", "scale_rounding": "rne"}
     )

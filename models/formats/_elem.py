@@ -4,7 +4,8 @@ Every format is exact over all of its code points (:func:`decode`), and :func:`e
 *exact real number* ``x / scale`` to the nearest representable value: a candidate code is taken
 from the float64 quotient and then fixed up by comparing ``|x|`` with ``midpoint * scale``, a
 product that is exact in float64 because both factors have few significant bits. Sources:
-``specs/hbq.md`` §1.2 (E2M1, E2M2), §1.7 (the HBQ element quantiser), §5.2-§5.3 (OCP MX elements).
+[R-Q] ``make_fp_quant`` (E2M1, E2M2, the HBQ element quantiser), [OCP-MX] and [MX]
+``mx/elemwise_ops.py`` (OCP MX elements).
 
 Zero: every result whose magnitude rounds to zero (including ``-0.0`` input and tiny negative
 values) is the code 0 (+0). Negative-zero codes (sign bit set, magnitude 0) decode to ``0.0`` and

@@ -1,13 +1,14 @@
-"""HBQ (hierarchical block quantization), ``specs/hbq.md`` §1.
+"""HBQ (hierarchical block quantization), [HBQ]; algorithm of [R-Q] ``HBQQuantizer.q``.
 
 Two levels of scaling along the reduction axis: an L1 block of ``block`` elements shares one
 unsigned E5M3 scale ``S1``; each micro-block of ``ub`` elements carries an L2 code ``c`` that picks
 a significand multiplier ``SIG[c]`` from a small table. Element ``i`` of micro-block ``j`` of L1
 block ``k`` decodes to ``elem(code_i) * SIG(c_j) * S1_k``. Weights use E2M1 elements and the
 "Mix" tables (SIG_2 or SIG_3, one scheme bit per L1 block); activations use E2M2 elements and
-SIG-1; the KV cache uses E2M1 elements with the activation L2 settings (§1.5).
+SIG-1; the KV cache uses E2M1 elements with the activation L2 settings ([R-CFG], [R-PTQ]).
 
-The quantizer (:meth:`HBQSpec.quantize_blocks`) is §1.6 with *exact* real-number semantics:
+The quantizer (:meth:`HBQSpec.quantize_blocks`) is [R-Q] ``HBQQuantizer.q`` with *exact* real-number
+semantics ([OURS]):
 
 * L1 scale per candidate scheme ``t``: ``amax / (Emax * max(T_t))`` rounded to E5M3 half-up
   (or up, ``scale_rounding="ceil"``) on the exact quotient, clipped to ``[2**-14, 61440]``.
@@ -50,7 +51,7 @@ from ._scale import E5M3, decode_scale, encode_scale
 L2_TABLES = MappingProxyType(
     {
         # name: (integer multipliers for codes 0..3, fractional bits); value = int / 2**frac.
-        # specs/hbq.md §1.4. Repo names: PoT, INT, SIG-1, FP-1 (= SIG_2), FP-10 (= SIG_3), FP-100.
+        # [R-Q] ``L2_SCHEME``. Repo names: PoT, INT, SIG-1, FP-1 (= SIG_2), FP-10 (= SIG_3), FP-100.
         "pot": ((1, 2, 4, 8), 0),
         "int": ((1, 2, 3, 4), 0),
         "sig1": ((2, 3, 4, 5), 1),
@@ -95,7 +96,7 @@ _SHORT_AXIS = ("pad", "whole")
 _REPO_FP_NAMES = MappingProxyType({"fp-1": 0, "fp-10": 1, "fp-100": 2})
 
 THRESHOLD_LEVEL = 7.5
-"""Hardware activation rule (§1.6, [R-QNT]): a micro-block takes L2 code 1 (multiplier 2) iff
+"""Hardware activation rule ([R-QNT]): a micro-block takes L2 code 1 (multiplier 2) iff
 its largest ``|x| / S1`` is at least 7.5, the point where E2M2 (max 7) would round past 7."""
 
 _EXTREME_LO = 2.0**-450
@@ -188,7 +189,7 @@ class HBQSpec:
         return self.elem.max_value * _tables(self.l2, self.l2_bits).max(axis=1)
 
     def bits_per_element(self, *, scheme_bit: bool = True) -> float:
-        """Storage bits per element, §1.5: ``element_bits + (8 + (B/μB)*l2_bits [+1]) / B``.
+        """Storage bits per element ([R-README]): ``element_bits + (8 + (B/μB)*l2_bits [+1]) / B``.
 
         Args:
             scheme_bit: count the Mix selector bit (True, the real storage cost). The README's
@@ -211,7 +212,7 @@ class HBQSpec:
 
         ``short_axis="pad"``: always ``block`` (a ragged tail is zero-padded). ``"whole"``: an axis
         shorter than ``block`` is one block of its own length, which must then be a multiple of
-        ``ub`` (the HBQ repository's reshape quirk, §1.6 step 1). Zero padding never changes a
+        ``ub`` (the HBQ repository's reshape quirk, [R-Q]). Zero padding never changes a
         code (zeros do not change ``amax`` and add no error), so the two differ only in the
         block length of the stored codes.
 

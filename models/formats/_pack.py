@@ -1,4 +1,4 @@
-"""Bit layouts of quantized tensors (``specs/hbq.md`` §1.9 and §5), for storage and for the RTL.
+"""Bit layouts of quantized tensors (the [R-ACC] vector packing), for storage and for the RTL.
 
 A field of ``n`` codes of ``width`` bits is one little-endian bit vector: code ``g`` occupies bits
 ``[width*g +: width]``, bit ``i`` of the vector is bit ``i % 8`` of byte ``i // 8``, and unused

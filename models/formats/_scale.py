@@ -4,8 +4,8 @@ A scale code is ``{E[ebits-1:0], M[mbits-1:0]}`` (no sign bit, except that UE4M3
 their sign bit position, always 0). Values are ``2**(E - bias) * (1 + M / 2**mbits)``, or
 ``M / 2**mbits * 2**(1 - bias)`` for ``E == 0`` where the format has subnormals.
 :func:`encode_scale` rounds the exact real ``value / divisor`` into the format, with the same
-exact midpoint fix-up as the element encoder (:mod:`._elem`). Sources: ``specs/hbq.md`` §1.3
-(E5M3), §5.1 (E8M0), §5.4 (UE4M3).
+exact midpoint fix-up as the element encoder (:mod:`._elem`). Sources: [R-Q]
+``get_max_norm`` (E5M3), [OCP-MX] (E8M0), [NV] (UE4M3).
 """
 
 from __future__ import annotations

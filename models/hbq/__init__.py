@@ -1,4 +1,4 @@
-"""The HBQ datapath reference (specs/hbq.md §1.8, §2.1, §2.2): the exact integer dot product of one
+"""The HBQ datapath reference ([R-ACC], [R-EXT]): the exact integer dot product of one
 processing element, binary16/binary32 rounding and the FP16 adder, partial-sum accumulation modes,
 the block GEMM built on them, the GEMM trace for the simulators and the traces of whole transformer
 workloads (prefill and decode) on the HBQ accelerator.

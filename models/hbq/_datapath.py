@@ -1,4 +1,4 @@
-"""The exact integer HBQ dot-product datapath of one PE (specs/hbq.md §1.2, §1.4, §1.8, §2.1).
+"""The exact integer HBQ dot-product datapath of one PE ([R-ACC] ``LP_vector.sv``, ``MAC.sv``).
 
 One L1 block of ``B`` weight and activation elements goes through five stages; every stage is a
 public function so that the RTL can be checked against each intermediate:
@@ -64,7 +64,7 @@ def _check_codes(codes: npt.ArrayLike, bits: int, what: str) -> npt.NDArray[np.i
 def element_int(
     codes: npt.ArrayLike, elem_bits: int
 ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8]]:
-    """Integer view of HBQ element codes (specs/hbq.md §1.2, RTL ``FP_mul_vector``).
+    """Integer view of HBQ element codes ([R-ACC] ``FP_mul_vector``).
 
     A code ``{s, e[1:0], m[mb-1:0]}`` (``mb = elem_bits - 3`` mantissa bits) has the significand
     integer ``M = {e != 0, m}`` and the shift ``sh = (e == 0) ? 0 : e - 1``; its value is
@@ -94,7 +94,7 @@ def element_int(
 
 @functools.cache
 def _element_luts(elem_bits: int) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8]]:
-    """``(M, sh)`` of every code, from the §1.2 bit fields (a lookup table: the codes are few)."""
+    """``(M, sh)`` of every code, from the [R-ACC] ``FP_mul_vector`` bit fields (a lookup table)."""
     c = np.arange(1 << elem_bits, dtype=np.int64)
     mb = elem_bits - 3
     sign = c >> (elem_bits - 1)
@@ -121,7 +121,7 @@ def products(
     w_elem_bits: int = 4,
     a_elem_bits: int = 5,
 ) -> npt.NDArray[np.int16]:
-    """Element products ``P = ±(Mw·Ma) << (shw + sha)`` (specs/hbq.md §1.2, §2.1 step 1).
+    """Element products ``P = ±(Mw·Ma) << (shw + sha)`` ([R-ACC] ``FP_mul_vector``).
 
     Args:
         w_codes: weight element codes, ``(..., block)``.
@@ -140,7 +140,7 @@ def products(
 
 
 def microblock_sums(p: npt.ArrayLike, ub: int) -> npt.NDArray[np.int32]:
-    """Exact sums of the products over each micro-block (§2.1 step 2, the sub-block adder trees).
+    """Exact sums of the products over each micro-block ([R-ACC] sub-block adder trees).
 
     Args:
         p: products, ``(..., block)`` integers.
@@ -171,7 +171,7 @@ def _l2_name(name: str | None) -> str | None:
 
 
 def l2_multipliers(scheme: str) -> tuple[tuple[int, ...], int]:
-    """Hardware integer form of a level-2 table: ``SIG(c) = ints[c] / 2**frac`` (§1.4, §2.1).
+    """Hardware integer form of a level-2 table: ``SIG(c) = ints[c] / 2**frac`` ([R-ACC]).
 
     PoT ``2^c`` (a left shift by c), INT ``c+1`` and SIG-1 ``c+2`` (1 fractional bit) come from
     ``L2_TABLES``; SIG_2 uses the RTL's ``{01,c,0} = 8+2c`` with 3 fractional bits and SIG_3
@@ -230,7 +230,7 @@ def l2_scale(
     weight_l2_bits: int = 2,
     product_frac: int = 3,
 ) -> tuple[npt.NDArray[np.int32], int]:
-    """Scale the micro-block sums by the level-2 multipliers in integer form (§2.1 step 3).
+    """Scale the micro-block sums by the level-2 multipliers in integer form ([R-ACC]).
 
     ``scaled[..., j] = ub_sums[..., j] · A(a_l2[..., j]) · W(w_l2[..., j])`` with the activation
     factor ``A``: PoT ``1 << c`` (F += 0), INT ``c + 1`` (F += 0), SIG-1 ``c + 2`` (F += 1); and
@@ -265,7 +265,7 @@ def l2_scale(
 
 
 def l2_sum(scaled: npt.ArrayLike) -> npt.NDArray[np.int32]:
-    """Sum the scaled micro-block sums of each L1 block (§2.1 step 4, the L2 adder tree).
+    """Sum the scaled micro-block sums of each L1 block ([R-ACC] L2 adder tree).
 
     Args:
         scaled: ``(..., n_ub)`` integers from :func:`l2_scale`.
@@ -321,7 +321,7 @@ def p_total_bound(
 def scale_fields(
     scale_codes: npt.ArrayLike,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """Split E5M3 L1 scale codes ``{E[4:0], M[2:0]}`` into ``(E, M)`` (§1.3).
+    """Split E5M3 L1 scale codes ``{E[4:0], M[2:0]}`` into ``(E, M)`` ([R-Q] E5M3).
 
     The value is ``2^(E-15) · (1 + M/8) = (8 + M) · 2^(E-18)``.
 
@@ -361,7 +361,7 @@ def l1_convert(
     out: str = "fp16",
     mode: str = "exact",
 ) -> tuple[npt.NDArray[np.unsignedinteger], npt.NDArray[np.floating]]:
-    """Apply the two E5M3 L1 scales and convert to floating point (§2.1 step 5, §6 item 5).
+    """Apply the two E5M3 L1 scales and convert to floating point ([R-ACC] ``FX2FP_Scale_NV``).
 
     The exact real result is ``P_total · 2^-F · S1w · S1a
     = P_total · (8+Mx)(8+Mw) · 2^(Ex+Ew-36-F)`` (x = activation, w = weight scale).

@@ -1,5 +1,5 @@
-"""IEEE-754 binary16 / binary32 helpers with the HBQ datapath's rounding policy (specs/hbq.md §2.1,
-§2.2, §6 items 5 and 7).
+"""IEEE-754 binary16 / binary32 helpers with the HBQ datapath's rounding policy ([OURS]: one
+exact rounding, RNE; the RTL-compatible FX2FP of [R-ACC] ``FX2FP_Scale_NV`` is an option).
 
 Every function works on **bit patterns** (``uint16`` for binary16, ``uint32`` for binary32) and is
 vectorized over any shape. The policy, shared by the L1 conversion, the FP16 adder and the
@@ -197,7 +197,7 @@ def fp32_value(bits: npt.ArrayLike) -> npt.NDArray[np.float32]:
 
 
 def fp16_add(a_bits: npt.ArrayLike, b_bits: npt.ArrayLike) -> npt.NDArray[np.uint16]:
-    """IEEE-754 binary16 addition with the HBQ accumulator policy (specs/hbq.md §2.2).
+    """IEEE-754 binary16 addition with the HBQ accumulator policy ([OURS], docs/hbq_datapath.md).
 
     * Subnormal inputs are read as zero of the same sign (denormals-are-zero).
     * The exact sum is rounded once, RNE; a rounded result above 65504 saturates to ±65504 and one

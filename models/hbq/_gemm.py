@@ -1,4 +1,4 @@
-"""Block GEMM on quantized tensors (specs/hbq.md §1.8, §2.1, §2.2).
+"""Block GEMM on quantized tensors (the [R-ACC] datapath; docs/hbq_datapath.md).
 
 :func:`hbq_gemm` computes ``Y = Q(A) @ Q(W)^T`` for HBQ operands exactly as the accelerator does:
 one exact integer ``P_total`` per (token, output channel, K block) (the PE datapath of

@@ -1,4 +1,4 @@
-"""Partial-sum accumulation across L1 blocks (specs/hbq.md §2.2, §6 items 6 and 7).
+"""Partial-sum accumulation across L1 blocks ([R-ACC] ``accum.sv``, [R-EXT]; docs/hbq_datapath.md).
 
 Each K block of a GEMM produces one scaled partial sum per (token, output channel); this module
 adds them up in K order the way the accelerator (or the authors' GPU emulation) does:
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 PSUM_MODES = ("fp32", "fp16", "mxint8_running", "mxint8_group")
-"""Partial-sum accumulation modes (specs/hbq.md §2.2)."""
+"""Partial-sum accumulation modes (docs/hbq_datapath.md, "Partial sums across K blocks")."""
 MXINT8_ROUNDING = ("rne", "trunc")
 """Element rounding of the MXINT8 partial-sum quantizers."""
 _ZERO_X = -127
@@ -110,7 +110,7 @@ def _encode(
 
 
 def mxint8_quantize(v_bits: npt.ArrayLike, *, block: int = 16, rounding: str = "rne") -> MxInt8:
-    """Quantize binary16 values to MXINT8 blocks (the PSUM-buffer format, §2.2).
+    """Quantize binary16 values to MXINT8 blocks (the PSUM-buffer format, [R-ACC]).
 
     ``X = max_i floor(log2|v_i|) - 6`` over each block (so the largest element maps into
     ``[64, 128)`` before rounding), ``q_i = clamp(round(v_i / 2^X), -127, 127)``. Subnormal inputs
@@ -159,7 +159,7 @@ def mxint8_dequantize(
 def mxint8_group_quantize(
     v_fp32: npt.ArrayLike, *, block: int = 32, rounding: str = "rne"
 ) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int16]]:
-    """Quantize FP32 group partials as [R-EXT] ``gemm_blockquant_mxint8`` does (§2.2).
+    """Quantize FP32 group partials as [R-EXT] ``gemm_blockquant_mxint8`` does.
 
     Per block of the last axis: ``scale = 2^(floor(log2 amax) - 6)``, or 1 when ``amax = 0``;
     ``q = clamp(round(v / scale), -127, 127)``.
@@ -203,7 +203,7 @@ def accumulate_psums(
     quant_block: int = 32,
     rounding: str = "rne",
 ) -> npt.NDArray[np.unsignedinteger]:
-    """Accumulate per-K-block results in K order under a partial-sum mode (§2.2).
+    """Accumulate per-K-block results in K order under a partial-sum mode.
 
     Args:
         block_bits: block results, ``(n_k, ..., n_out)`` with the K-block axis first and the output

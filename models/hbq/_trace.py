@@ -84,7 +84,7 @@ class OperandStorage:
 
 
 def psum_bits_per_element(psum_mode: str, *, sa_n: int = 16) -> Fraction:
-    """Stored bits per partial sum in the PSUM buffer (specs/hbq.md §2.2).
+    """Stored bits per partial sum in the PSUM buffer ([R-ACC] ``buffer.sv``: 136-bit words).
 
     ``"fp32"`` 32; ``"fp16"`` 16; ``"mxint8_running"`` ``8 + 8 / sa_n`` (one 8-bit shared
     exponent per ``sa_n`` values: 136 bits per 16); ``"mxint8_group"`` 16 (the running

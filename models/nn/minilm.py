@@ -8,7 +8,7 @@ attention mask and L2 normalization.
 
 Every linear layer of the encoder (per layer: query, key, value, attention output, FFN in, FFN
 out; 36 in all) goes through one function, ``linear(name, x, weight, bias) -> y``, that callers
-may replace to quantize weights and activations (specs/hbq.md §1.10). Embeddings, LayerNorm,
+may replace to quantize weights and activations (as [R-PTQ] does). Embeddings, LayerNorm,
 softmax and GELU always stay in floating point.
 """
 

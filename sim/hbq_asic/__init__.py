@@ -1,4 +1,4 @@
-"""Cycle-approximate and analytical simulator of the HBQ ASIC accelerator (specs/hbq.md §2.2-2.5).
+"""Cycle-approximate and analytical simulator of the HBQ ASIC accelerator ([R-ACC], [R-PM]).
 
 ``simulate(arch, workload, mode="cycle" | "analytical") -> HbqSimStats``: the architecture is an
 ``arch_configs/<name>.yaml`` (:class:`HbqArchConfig`), the workload a model shape and scenario

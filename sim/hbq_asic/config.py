@@ -8,7 +8,7 @@ size, μB, L2 scheme), partial-sum mode, buffer sizes (KiB), banks, bank widths 
 (MHz), DRAM (the shared :class:`~coaccel.config.DramConfig` block, by file or inline) and tile
 sizes.
 
-:func:`tile_plan` derives the tiles from the buffers (specs/hbq.md §2.2: storing partial sums in
+:func:`tile_plan` derives the tiles from the buffers ([R-PM] Tk 512 vs 256: storing partial sums in
 MXINT8 instead of FP16 doubles the token depth of a tile) and :func:`attention_tiles` the
 attention tiles for a model's head size. See ``docs/hbq_sim.md``.
 """
@@ -73,7 +73,7 @@ class OperandFormatConfig:
     """Storage format of one operand (weights, activations or the KV cache).
 
     Bits per element = ``element_bits + (scale_bits + (block_elems / ub_elems) * l2_bits +
-    selector_bits_per_block) / block_elems`` (specs/hbq.md §1.5). When ``format`` names a
+    selector_bits_per_block) / block_elems`` ([R-README] effective bits). When ``format`` names a
     format of :mod:`coaccel.models.formats` (or ``fp16``/``bf16``/``fp32``), the fields must
     describe that format (the loader checks it) and the traces take the format from the
     registry; any other name is a label for a format known only by these fields.
@@ -85,7 +85,7 @@ class OperandFormatConfig:
         scale_bits: bits of the L1 scale per block.
         ub_elems: micro-block μB (elements per L2 code); 0 when there is no L2 level.
         l2_bits: bits per L2 code.
-        l2_scheme: L2 scale table (specs/hbq.md §1.4); ``none`` without an L2 level.
+        l2_scheme: L2 scale table ([R-Q] ``L2_SCHEME``); ``none`` without an L2 level.
         selector_bits_per_block: extra bits per L1 block (the Mix scheme's selector bit).
         source: where the format's definition comes from.
     """
@@ -182,7 +182,7 @@ class FormatsConfig:
 
 @dataclass(frozen=True)
 class PeArrayConfig:
-    """The 1-D weight-stationary PE array (specs/hbq.md §2.1, §2.3).
+    """The 1-D weight-stationary PE array ([R-ACC] accelerator RTL).
 
     Each PE holds the weights of one output channel for ``macs_per_pe`` reduction elements and
     takes one token's activations per cycle (broadcast to all PEs).
@@ -224,7 +224,7 @@ class PeArrayConfig:
 
 @dataclass(frozen=True)
 class PsumConfig:
-    """Partial-sum storage and the accumulate (read-modify-write) unit (specs/hbq.md §2.2).
+    """Partial-sum storage and the accumulate (read-modify-write) unit ([R-ACC] ``accum.sv``).
 
     Attributes:
         mode: ``mxint8_running`` (HBQ: 8-bit values + one shared exponent per block),
