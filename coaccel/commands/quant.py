@@ -15,8 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from ._args import int_in
-
 DEFAULT_CONFIG = "studies/quant_default.yaml"
 DEFAULT_OUT = Path("reports") / "quant"
 
@@ -74,9 +72,7 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help=f"output folder (default: ./{DEFAULT_OUT.as_posix()})",
     )
-    p.add_argument(
-        "--seed", type=int_in(0, 2**32 - 1), metavar="N", help="seed of the synthetic tensors"
-    )
+    p.add_argument("--seed", type=int, metavar="N", help="seed of the synthetic tensors")
     p.add_argument(
         "--sentences", type=int, metavar="N", help="number of corpus sentences for the real model"
     )

@@ -368,8 +368,8 @@ def test_psum_logic_is_priced_by_the_partial_sum_mode() -> None:
     assert "hbq_fp16_add" in fp16.sources["psum_logic"]
     assert "MXINT8 quantiser" in mx.sources["psum_logic"]
     # the same design with another partial-sum mode (PSUM words widened to fit)
-    group = override(amove, {"psum.mode": "mxint8_group", "buffers.psum.width_bits": 256})
-    fp32 = override(amove, {"psum.mode": "fp32", "buffers.psum.width_bits": 512})
+    group = override(amove, {"psum.mode": "mxint8_group", "buffers.psum.bank_width_bits": 256})
+    fp32 = override(amove, {"psum.mode": "fp32", "buffers.psum.bank_width_bits": 512})
     assert arch_area(group).area_um2["psum_logic"] == pytest.approx(32 * 410.9)
     assert arch_area(fp32).area_um2["psum_logic"] == pytest.approx(32 * 705.1)
 
