@@ -392,9 +392,9 @@ def _convert(value: Any, tp: Any, key: str, info: _FieldInfo, ctx: _Ctx) -> Any:
             return _convert(value, fits[0], key, info, ctx)
         for a in others:
             trial = _Ctx(ctx.file, ctx.base_dir, [], ctx.includes, ctx.validated)
-            out = _convert(value, a, key, info, trial)
+            converted = _convert(value, a, key, info, trial)
             if not trial.problems:
-                return out
+                return converted
         name = _type_name(tp, info.unit)
         return ctx.add(key, value, f"expected {name}, got {_got(value)}", name)
     if origin is Literal:
@@ -924,10 +924,10 @@ def parse_quantity(text: str | float, unit: str) -> float:
     Raises:
         ValueError: not a number, an unknown unit or a unit of another dimension.
     """
-    if isinstance(text, bool):
-        raise ValueError(f"expected a number or a quantity string, got {text!r}")
-    if isinstance(text, numbers.Real):
+    if isinstance(text, numbers.Real) and not isinstance(text, bool):
         return float(text)
+    if not isinstance(text, str):
+        raise ValueError(f"expected a number or a quantity string, got {text!r}")
     return float(convert_quantity(text, unit))
 
 

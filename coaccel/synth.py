@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
+from typing import cast
 
 from .errors import CoaccelError, MissingDependencyError
 
@@ -578,8 +579,8 @@ def parse_asic_hier_log(
     macro_cells = {c: k for c, k in totals.items() if is_macro(c)}
     gates = {c: k for c, k in totals.items() if not is_macro(c)}
     if set(gates) - set(_CMOS_PRICE):
-        extra = ", ".join(sorted(set(gates) - set(_CMOS_PRICE)))
-        raise SynthError(f"{what}: unexpected cell types after abc -g cmos2: {extra}")
+        unpriced = ", ".join(sorted(set(gates) - set(_CMOS_PRICE)))
+        raise SynthError(f"{what}: unexpected cell types after abc -g cmos2: {unpriced}")
     for cell in _CMOS_PRICE:
         weighted = sum(n * own[name].get(cell, 0) for name, n in instances.items())
         if weighted != gates.get(cell, 0):
@@ -754,7 +755,9 @@ def synthesize(
         _run_yosys(yosys, fpga_script(point, rtl_dir), work, "fpga", timeout_s),
         f"{point.slug} fpga",
     )
-    per_mac = f"{asic['cmos_transistors'] / point.macs:.2f}" if point.macs else ""
+    # Both parsers count cmos_transistors as an int; the hierarchical one's dict also holds text.
+    transistors = cast(int, asic["cmos_transistors"])
+    per_mac = f"{transistors / point.macs:.2f}" if point.macs else ""
     row = {
         "group": point.group,
         "top": point.top,

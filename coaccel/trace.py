@@ -139,12 +139,31 @@ EVENT_DTYPE = np.dtype(
 carries the launch geometry (``ctas``, ``threads_per_cta``, ``smem_bytes_per_cta``,
 ``regs_per_thread``; 0 = unknown); on every other event these are 0."""
 
+
+def _field_names(dtype: np.dtype) -> tuple[str, ...]:
+    """The field names of a structured dtype, in record order.
+
+    numpy types ``dtype.names`` as optional (None for a plain dtype). Every record layout
+    here is structured and arrays are checked against those layouts first, so None means a
+    bug in this module, not bad input.
+
+    Raises:
+        TypeError: ``dtype`` is not structured.
+    """
+    names = dtype.names
+    if names is None:
+        raise TypeError(f"expected a structured record dtype, got {dtype}")
+    return names
+
+
 # Version-1 record layouts, read by Trace.load and upgraded (see _upgrade_v1).
 _V1_DTYPES = {
-    "compute": np.dtype([(n, COMPUTE_DTYPE[n]) for n in COMPUTE_DTYPE.names if n != "cta"]),
+    "compute": np.dtype([(n, COMPUTE_DTYPE[n]) for n in _field_names(COMPUTE_DTYPE) if n != "cta"]),
     "memory": MEMORY_DTYPE,
-    "sparsity": np.dtype([(n, SPARSITY_DTYPE[n]) for n in SPARSITY_DTYPE.names if n != "kernel"]),
-    "events": np.dtype([(n, EVENT_DTYPE[n]) for n in EVENT_DTYPE.names[:7]]),
+    "sparsity": np.dtype(
+        [(n, SPARSITY_DTYPE[n]) for n in _field_names(SPARSITY_DTYPE) if n != "kernel"]
+    ),
+    "events": np.dtype([(n, EVENT_DTYPE[n]) for n in _field_names(EVENT_DTYPE)[:7]]),
 }
 
 _DTYPES = {
@@ -154,6 +173,8 @@ _DTYPES = {
     "events": EVENT_DTYPE,
 }
 _KINDS = tuple(_DTYPES)
+# Field names per kind, in record order (seq first).
+_FIELDS = {kind: _field_names(dt) for kind, dt in _DTYPES.items()}
 
 TABLE_FIELDS: Mapping[tuple[str, str], str] = {
     ("compute", "unit"): "unit",
@@ -278,7 +299,9 @@ _NONNEG: dict[str, tuple[str, ...]] = {
     "events": _GEOMETRY,
 }
 
-_LIMITS = {kind: {name: np.iinfo(dt[name]) for name in dt.names} for kind, dt in _DTYPES.items()}
+_LIMITS = {
+    kind: {name: np.iinfo(dt[name]) for name in _FIELDS[kind]} for kind, dt in _DTYPES.items()
+}
 
 
 def _check_columns(
@@ -296,7 +319,7 @@ def _check_columns(
     bad(seq < 0, "a negative seq", "seq")
     if seq_sorted and a.size > 1:
         bad(np.diff(seq) <= 0, "seq not strictly increasing", "seq")
-    if "dep" in a.dtype.names:
+    if "dep" in _field_names(a.dtype):
         dep = a["dep"]
         bad((dep < -1) | (dep >= seq), "dep not -1 or an earlier seq", "dep")
     for (k, field), table in TABLE_FIELDS.items():
@@ -633,7 +656,7 @@ class Trace:
         parts = _parts(self, 0, 0) + _parts(other, seq_off, kern_off)
         meta = dict(self.meta, tables=tables, tensors=tensors, parts=parts)
         # A field the parts disagree on gets a neutral value; the parts keep each one.
-        neutral = {"workload": {}, "config_digest": None, "seed": None}
+        neutral: dict[str, Any] = {"workload": {}, "config_digest": None, "seed": None}
         for key in ("producer", "workload", "config_digest", "seed"):
             if any(p[key] != parts[0][key] for p in parts[1:]):
                 if key == "producer":
@@ -734,7 +757,7 @@ def _upgrade_v1(
                 f"{a.dtype} with shape {a.shape}"
             )
         new = np.zeros(a.size, dtype=_DTYPES[kind])
-        for name in a.dtype.names:
+        for name in _field_names(a.dtype):
             new[name] = a[name]
         if kind == "compute":
             new["cta"] = -1
@@ -983,7 +1006,7 @@ class TraceBuilder:
             same_space = (e for e in self._tensors.values() if e["space"] == space)
             end = max((e["base_addr"] + e["nbytes"] for e in same_space), default=0)
             base_addr = -(-end // align_bytes) * align_bytes
-        entry = {"space": space, "base_addr": base_addr, "nbytes": nbytes}
+        entry: dict[str, Any] = {"space": space, "base_addr": base_addr, "nbytes": nbytes}
         for key in ("base_addr", "nbytes"):
             if isinstance(entry[key], np.integer):
                 entry[key] = int(entry[key])
@@ -1052,7 +1075,7 @@ class TraceBuilder:
         limits = _LIMITS[kind]
         row: list[Any] = [seq]
         names: list[tuple[int, str, str]] = []  # interned once the whole record is valid
-        for name in dtype.names[1:]:
+        for name in _FIELDS[kind][1:]:
             value = fields[name]
             table = TABLE_FIELDS.get((kind, name))
             if table is not None:
@@ -1095,7 +1118,7 @@ class TraceBuilder:
         out["seq"] = seq
         suspect = False
         uses: list[tuple[str, int, Any]] = []
-        for pos, name in enumerate(dtype.names[1:], start=1):
+        for pos, name in enumerate(_FIELDS[kind][1:], start=1):
             value = columns.get(name, defaults.get(name))
             table = TABLE_FIELDS.get((kind, name))
             if table is not None:
@@ -1138,13 +1161,13 @@ class TraceBuilder:
     def _add_many(
         self, kind: str, columns: dict[str, Any], seq: Any = None
     ) -> npt.NDArray[np.int64]:
-        dtype = _DTYPES[kind]
-        unknown = set(columns) - set(dtype.names) | ({"seq"} & set(columns))
+        names = _FIELDS[kind]
+        unknown = set(columns) - set(names) | ({"seq"} & set(columns))
         if unknown:
-            valid = ", ".join(n for n in dtype.names if n != "seq")
+            valid = ", ".join(n for n in names if n != "seq")
             raise TraceError(f"{kind}: unknown column(s) {sorted(unknown)}; columns: {valid}")
         defaults = _DEFAULTS[kind]
-        missing = [n for n in dtype.names[1:] if n not in columns and n not in defaults]
+        missing = [n for n in names[1:] if n not in columns and n not in defaults]
         if missing:
             raise TraceError(f"{kind}: missing column(s) {missing}")
         shapes = [np.shape(v) for k, v in columns.items() if not isinstance(v, str)]

@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,7 @@ def _stage_formats(out: Path, rng: np.random.Generator) -> None:
     for name in format_names():
         roles = ("weight", "activation") if name.startswith("hbq") else (None,)
         for role in roles:
-            opts = {"role": role} if role else {}
+            opts: dict[str, Any] = {"role": role} if role else {}
             q_np = quantize(x, name, backend="numpy", **opts)
             q_nb = quantize(x, name, backend="numba", **opts)
             same = all(

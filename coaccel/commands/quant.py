@@ -145,6 +145,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(format_quant_table(result))
     print()
-    for p in paths:
-        print(f"wrote {p}")
+    for path in paths:
+        print(f"wrote {path}")
     return 0

@@ -100,9 +100,9 @@ def run(args: argparse.Namespace) -> int:
     from ._args import comma_list, out_file
 
     if args.list:
-        for group, points in synth.GROUPS.items():
+        for group, group_points in synth.GROUPS.items():
             print(f"{group}:")
-            for pt in points:
+            for pt in group_points:
                 print(f"  {pt.top} {pt.param_string}".rstrip())
         return 0
     groups = comma_list(args.blocks, "--blocks") if args.blocks else None

@@ -403,7 +403,7 @@ class _Runner:
         self.psum_mode = psum_mode
         self.reference = self.fmt == REFERENCE_FORMAT
 
-    def _options(self, role: str) -> dict[str, str]:
+    def _options(self, role: str) -> dict[str, Any]:
         return {"role": role} if is_hbq(self.fmt) else {}
 
     def bits(self, role: str) -> float:
@@ -440,7 +440,7 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _row(runner: _Runner, source: str, data: str, kind: str, fields: dict[str, Any]) -> QuantRow:
-    base = {
+    base: dict[str, Any] = {
         "format": runner.fmt,
         "source": source,
         "data": data,

@@ -255,7 +255,7 @@ class SharedExpSpec:
         self, xb: npt.NDArray[np.float64], rounding: str
     ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
         finite = np.isfinite(xb).all(axis=-1)
-        xf = np.where(finite[..., None], xb, 0.0)
+        xf = np.where(np.expand_dims(finite, -1), xb, 0.0)
         amax = np.max(np.abs(xf), axis=-1)
         amax = np.where(amax == 0, 2.0**FP32_MIN_NORMAL_EXP, amax)
         x_exp = np.frexp(amax)[1].astype(np.int64) - 1 - self.emax  # floor(log2 amax) - emax

@@ -501,7 +501,7 @@ def _kernel_params(fmt: ElementFormat) -> tuple:
     """
     grid = _elem_grid(fmt)
     is_int = isinstance(fmt, IntFormat)
-    if is_int:
+    if isinstance(fmt, IntFormat):
         kpos = (1 << (fmt.bits - 1)) - 1
         kneg = kpos + (0 if fmt.symmetric else 1)
         emin = mbits = 0
@@ -528,9 +528,10 @@ def _encode_numba(
     xf = np.ascontiguousarray(np.broadcast_to(xa, shape)).ravel()
     sf = np.ascontiguousarray(s).ravel() if s.size == 1 else (
         np.ascontiguousarray(np.broadcast_to(s, shape)).ravel())  # fmt: skip
-    ovf = -1
+    ovf = -1  # the kernel's "no such code"
     if isinstance(fmt, FPFormat) and fmt.nan != "none":
-        ovf = inf_code(fmt) if fmt.inf else nan_code(fmt)
+        special = inf_code(fmt) if fmt.inf else nan_code(fmt)
+        ovf = -1 if special is None else special
     nan_pos, nan_neg = nan_code(fmt), nan_code(fmt, negative=True)
     vtop, n, is_int, bits, kpos, kneg, emin, mbits = _kernel_params(fmt)
     codes, status = fast.encode_kernel(
@@ -601,8 +602,12 @@ def _encode_checked(
 ) -> npt.NDArray[np.uint8]:
     """:func:`encode` after validation (the block formats call this directly)."""
     nan = np.isnan(xa)
-    if nan.any() and nan_code(fmt) is None:
-        raise _nan_error(fmt)
+    nan_codes = None  # (positive, negative) NaN code, where the input has a NaN
+    if nan.any():
+        pos_nan, neg_nan = nan_code(fmt), nan_code(fmt, negative=True)
+        if pos_nan is None or neg_nan is None:
+            raise _nan_error(fmt)
+        nan_codes = pos_nan, neg_nan
     neg = np.signbit(xa)
     a = np.abs(xa)
     inf = np.isinf(a)
@@ -618,8 +623,8 @@ def _encode_checked(
         special = inf_code(fmt) if isinstance(fmt, FPFormat) and fmt.inf else nan_code(fmt)
         sign = (1 << (fmt.bits - 1)) * neg
         codes = np.where(over, (special | sign).astype(np.uint8), codes).astype(np.uint8)
-    if nan.any():
-        pos_nan, neg_nan = nan_code(fmt), nan_code(fmt, negative=True)
+    if nan_codes is not None:
+        pos_nan, neg_nan = nan_codes
         codes = np.where(nan, np.where(neg, neg_nan, pos_nan), codes).astype(np.uint8)
     return codes
 

@@ -486,9 +486,10 @@ def hbq_spec(preset: str = "hbq-a", **options: Any) -> HBQSpec:
     ub = options.get("ub", 32 if asic else HBQ_PRESETS[key])
     default_bits = 1 if asic and act_like else 2
     if "l2" in options:
-        l2, problem = _canonical_l2(options["l2"], options.get("l2_bits", default_bits))
-        if problem:
+        canonical, problem = _canonical_l2(options["l2"], options.get("l2_bits", default_bits))
+        if canonical is None:
             raise ValueError(f"invalid HBQ configuration: {problem}")
+        l2 = canonical
     else:
         l2 = ("pot" if asic else "sig1") if act_like else "mix"
     if "l2_bits" in options:

@@ -28,14 +28,41 @@ ROWS_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 class FormatSpec(Protocol):
-    """What every block format provides (implemented by frozen dataclasses)."""
+    """What every block format provides (implemented by frozen dataclasses).
 
-    name: str
-    block: int
-    element_bits: int
-    scale_bits: int
-    default_rounding: str
-    rounding_modes: tuple[str, ...]
+    The attributes are read-only: a spec is an immutable value (frozen dataclass fields or
+    properties both qualify); variants come from ``dataclasses.replace``.
+    """
+
+    @property
+    def name(self) -> str:
+        """Format name."""
+        ...
+
+    @property
+    def block(self) -> int:
+        """Elements per block (sharing one scale)."""
+        ...
+
+    @property
+    def element_bits(self) -> int:
+        """Element code width, bits."""
+        ...
+
+    @property
+    def scale_bits(self) -> int:
+        """Block scale code width, bits."""
+        ...
+
+    @property
+    def default_rounding(self) -> str:
+        """Element rounding used when the caller passes None."""
+        ...
+
+    @property
+    def rounding_modes(self) -> tuple[str, ...]:
+        """Element rounding modes the format accepts."""
+        ...
 
     def quantize_blocks(
         self, xb: npt.NDArray[np.float64], rounding: str, backend: str

@@ -205,7 +205,7 @@ def encode_scale(
     k = _round_grid(np.where(nan | inf, 0.0, v), d, grid, rounding)
     k = np.where(inf, grid.values.size - 1, k)
     codes = (k + fmt.min_code).astype(scale_dtype(fmt))
-    if nan.any():
+    if nan.any() and fmt.nan_code is not None:  # a NaN without a NaN code raised above
         codes = np.where(nan, fmt.nan_code, codes).astype(scale_dtype(fmt))
     return codes
 

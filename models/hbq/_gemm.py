@@ -375,13 +375,13 @@ def hbq_gemm(
     lead = qa.shape[:-1]
     n_blocks = ka // block
 
-    def flat(a: npt.NDArray[Any] | None, tail: tuple[int, ...]) -> npt.NDArray[Any] | None:
-        return None if a is None else np.asarray(a).reshape((-1, *tail))
+    def flat(a: npt.NDArray[Any], tail: tuple[int, ...]) -> npt.NDArray[Any]:
+        return np.asarray(a).reshape((-1, *tail))
 
     res = hbq_gemm_codes(
         flat(qa.codes, (n_blocks, block)),
         flat(qa.scales, (n_blocks,)),
-        flat(qa.l2_codes, (n_blocks, block // sa["ub"])),
+        None if qa.l2_codes is None else flat(qa.l2_codes, (n_blocks, block // sa["ub"])),
         qw.codes,
         qw.scales,
         qw.l2_codes,

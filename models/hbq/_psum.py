@@ -23,7 +23,7 @@ flushed to +0 below 2^-14).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -71,7 +71,11 @@ def _check_rounding(rounding: str) -> None:
         raise ValueError(f"rounding={rounding!r}; valid choices: {', '.join(MXINT8_ROUNDING)}")
 
 
-def _blocks(a: npt.NDArray[np.int64], block: int) -> npt.NDArray[np.int64]:
+_Scalar = TypeVar("_Scalar", bound=np.generic)
+
+
+def _blocks(a: npt.NDArray[_Scalar], block: int) -> npt.NDArray[_Scalar]:
+    """``a`` with its last axis split into ``(n // block, block)`` (any dtype)."""
     if block < 1 or a.shape[-1] % block:
         raise ValueError(f"the last axis ({a.shape[-1]}) is not a multiple of the block ({block})")
     return a.reshape(a.shape[:-1] + (a.shape[-1] // block, block))

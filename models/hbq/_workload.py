@@ -319,7 +319,7 @@ def _segments(
     fmt_kv = _with_role(fmt_kv, "kv")
     bits_act = operand_storage(fmt_act, "activation")[1]
     e, m, v = shape.hidden, shape.intermediate, shape.vocab
-    common = dict(
+    common: dict[str, Any] = dict(  # the tiling arguments every GEMM of the model shares
         tile_m=tiles.tile_m,
         tile_n=tiles.tile_n,
         tile_k=tiles.tile_k,

@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numba
 import numpy as np
@@ -176,7 +176,8 @@ class MiniLM:
         if dt not in (np.float32, np.float64):
             raise ValueError(f"dtype must be float32 or float64, got {dt}")
         self.config = config
-        self.dtype = dt
+        # The check above leaves float32 or float64; mypy cannot narrow a dtype by membership.
+        self.dtype = cast("np.dtype[np.floating[Any]]", dt)
         self.weights = {
             k: np.ascontiguousarray(v, dtype=dt)
             for k, v in weights.items()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 from coaccel.models.hbq import operand_storage, psum_bits_per_element
 from coaccel.trace import storage_bytes
@@ -168,7 +168,9 @@ def _gemm(
         k_seq.append((k - (n_k - 1) * tk, True, 1, True))
     t_a, t_w, t_y = tensors
     first_reads = None
-    first_tile = last_tile = (0, 0)  # (PE occupancy, DMA occupancy) of the first / last tile
+    # (PE occupancy, DMA occupancy) of the first / last tile
+    first_tile: tuple[int, float] = (0, 0)
+    last_tile: tuple[int, float] = (0, 0)
     last_write = 0
     seg.macs += m * n * k
     for mi_cls, (ms, mcount) in enumerate(mc):
@@ -223,7 +225,9 @@ def _gemm(
         if single:
             seg.add_stall("dram_bandwidth", max(0.0, c0 - max(c0, d0)))
         else:
-            seg.add_stall("dram_bandwidth", max(c0, d0 - first_reads) - max(c0, d0))
+            # Set at the first tile: every GEMM here has at least one (m, n, k >= 1).
+            reads0 = cast(int, first_reads)
+            seg.add_stall("dram_bandwidth", max(c0, d0 - reads0) - max(c0, d0))
             seg.add_stall("dram_bandwidth", max(cl, dl - last_write) - max(cl, dl))
         seg.add_stall("dram_bandwidth", (first_reads or 0) + last_write)
     seg.add_stall("dram_latency", hw.dram_latency_cycles)

@@ -221,6 +221,9 @@ def test_parse_quantity():
         parse_quantity("3 W", "MHz")
     with pytest.raises(ValueError):
         parse_quantity(True, "MHz")
+    for bad in (None, [1], b"1 MHz"):
+        with pytest.raises(ValueError, match="expected a number or a quantity string"):
+            parse_quantity(bad, "MHz")
 
 
 def test_numpy_scalars_from_sweeps_are_numbers():
