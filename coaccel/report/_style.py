@@ -19,6 +19,7 @@ from pathlib import Path
 import matplotlib
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 
 from .files import write_bytes
 
@@ -86,7 +87,10 @@ def new_figure(width_in: float, height_in: float, caption: str) -> Figure:
     cap_in = (len(lines) + 0.8) * _CAPTION_LINE_IN
     fig = Figure(figsize=(width_in, height_in + cap_in), layout="constrained")
     frac = cap_in / (height_in + cap_in)
-    fig.get_layout_engine().set(rect=(0.0, frac, 1.0, 1.0 - frac))
+    engine = fig.get_layout_engine()
+    if not isinstance(engine, ConstrainedLayoutEngine):  # layout="constrained" above
+        raise TypeError(f"expected a constrained layout, got {type(engine).__name__}")
+    engine.set(rect=(0.0, frac, 1.0, 1.0 - frac))
     add_caption(fig, "\n".join(lines))
     return fig
 

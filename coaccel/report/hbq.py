@@ -610,7 +610,7 @@ def _fmt_val(v: float, sigma: float) -> tuple[str, str]:
 def _sections(breakdowns: Sequence[CostBreakdown], title: str, notes: Sequence[str]):
     """(heading, paragraphs, table headers, table rows) sections shared by MD and HTML."""
     archs = _archs(breakdowns)
-    secs = []
+    secs: list[Any] = []
     pe_rows = []
     for cb in archs:
         pe = cb.pe

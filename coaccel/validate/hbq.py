@@ -25,6 +25,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 from ..config import FrozenMap
@@ -202,7 +203,9 @@ class Validation:
     """
 
     targets: tuple[Target, ...]
-    breakdowns: Mapping[tuple[str, str], CostBreakdown] = field(default_factory=FrozenMap)
+    breakdowns: Mapping[tuple[str, str], CostBreakdown] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
     sim_mode: str = ""
     notes: tuple[str, ...] = ()
 
@@ -324,7 +327,9 @@ def pe_targets() -> list[Target]:
             )
         )
     readme = "[R-README] table, Area/MAC column (TSMC 28 nm)"
-    hbq = dict(weight="e2m1", act="e2m2", block=128, scale="e5m3", l2_act="sig1", l2_weight="mix")
+    hbq: dict[str, Any] = dict(
+        weight="e2m1", act="e2m2", block=128, scale="e5m3", l2_act="sig1", l2_weight="mix"
+    )
     for name, pe, paper, label in (
         (
             "README MXFP4 area (PoT W4A4 B32)",
@@ -823,7 +828,7 @@ def synthesis_targets(csv_path: str | Path | None = None) -> tuple[list[Target],
     if not path.is_file():
         return [], f"Yosys rows: {shown} is absent (run `coaccel synth`)."
     rows = read_area_csv(path)
-    sweeps = {
+    sweeps: dict[str, tuple[str, int, Callable[[int], dict[str, Any]]]] = {
         "pe_act": (
             "ACT_BITS",
             5,
@@ -944,4 +949,6 @@ def validate_hbq(
             "totals); speedups without the weight-loading cycles, which [R-PM]'s MAC-count "
             "model leaves out. Status is judged on our value."
         )
-    return Validation(tuple(targets), FrozenMap(breakdowns), mode if system else "", tuple(notes))
+    return Validation(
+        tuple(targets), MappingProxyType(dict(breakdowns)), mode if system else "", tuple(notes)
+    )

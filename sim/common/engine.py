@@ -477,9 +477,9 @@ def attribute_stalls(
     )
     transfer = [config.transfers.get(q) for q in names]
     is_transfer_q = np.asarray([False] + [t is not None for t in transfer])
-    before_of = _cause_table(causes, [None, *(t and t.before_start for t in transfer)])
-    during_of = _cause_table(causes, [None, *(t and t.during_transfer for t in transfer)])
-    latency_of = _cause_table(causes, [None, *(t and t.latency for t in transfer)])
+    before_of = _cause_table(causes, [None, *(t.before_start if t else None for t in transfer)])
+    during_of = _cause_table(causes, [None, *(t.during_transfer if t else None for t in transfer)])
+    latency_of = _cause_table(causes, [None, *(t.latency if t else None for t in transfer)])
     # The cause a transfer's late start goes to when its own dependency held it back.
     held_by = np.where(is_transfer_q, before_of, wait_of)
 

@@ -16,7 +16,7 @@ from fractions import Fraction
 from coaccel.models.hbq import PLAIN_FORMAT_BITS, operand_storage
 
 from ..common import offchip
-from .config import HbqArchConfig, _kstep, operand_format
+from .config import HbqArchConfig, Role, _kstep, operand_format
 
 __all__ = ["FormatInfo", "HwParams", "hw_params"]
 
@@ -169,7 +169,12 @@ def hw_params(arch: HbqArchConfig) -> HwParams:
     pe, bufs, fm = arch.pe_array, arch.buffers, arch.formats
     act_formats = {n: _plain(n) for n in PLAIN_FORMAT_BITS}
     wgt_formats = dict(act_formats)
-    for role, table in (("activation", act_formats), ("weight", wgt_formats), ("kv", wgt_formats)):
+    roles: tuple[tuple[Role, dict[str, FormatInfo]], ...] = (
+        ("activation", act_formats),
+        ("weight", wgt_formats),
+        ("kv", wgt_formats),
+    )
+    for role, table in roles:
         cfg = getattr(fm, role)
         name, bits = operand_storage(operand_format(arch, role), role)
         old = table.get(name)
@@ -202,7 +207,7 @@ def hw_params(arch: HbqArchConfig) -> HwParams:
             0, pe.act_read_cycles + pe.broadcast_stages + pe.latency_cycles - 1
         ),
         fsm_cycles=pe.fsm_cycles,
-        dram_bytes_per_cycle=offchip.sustained_bytes_per_cycle(arch.dram, arch.freq_mhz),
+        dram_bytes_per_cycle=float(offchip.sustained_bytes_per_cycle(arch.dram, arch.freq_mhz)),
         dram_latency_cycles=offchip.latency_cycles(arch.dram, arch.freq_mhz),
         vector_elems_per_cycle=arch.vector_unit.elems_per_cycle,
         vector_latency_cycles=arch.vector_unit.latency_cycles,

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numba
 import numpy as np
@@ -552,7 +552,7 @@ def build_program(
         ValueError: a compute record on a unit other than ``pe_array`` and ``vector``.
     """
     tiles = _TileTable(hw, micro, tile_cycles, [], {})
-    parts = []
+    parts: list[tuple[npt.NDArray[Any], ...]] = []
     offset = 0
     for si, trace in enumerate(traces):
         view = merge_records(trace, ("memory", "compute"))
@@ -566,6 +566,7 @@ def build_program(
              view.kind, view.index, cols.tile_id)
         )  # fmt: skip
         offset += n
+    columns: list[npt.NDArray[Any]]
     if len(parts) == 1:
         columns = [c.astype(t, copy=False) for c, t in zip(parts[0], _PROGRAM_DTYPES, strict=True)]
     elif parts:
@@ -575,7 +576,18 @@ def build_program(
         ]
     else:
         columns = [np.zeros(0, t) for t in _PROGRAM_DTYPES]
-    return Program(*columns, tiles=tuple(tiles.tiles))
+    queue, occupancy, latency, dep, segment, kind, index, tile_id = columns
+    return Program(
+        queue=queue,
+        occupancy_cycles=occupancy,
+        latency_cycles=latency,
+        dep=dep,
+        segment=segment,
+        kind=kind,
+        index=index,
+        tile_id=tile_id,
+        tiles=tuple(tiles.tiles),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
