@@ -14,6 +14,7 @@ from ._pack import *  # noqa: F403
 from ._quantized import (
     ROUNDING_MODES,
     FormatSpec,
+    QuantizationRangeWarning,
     QuantizedTensor,
     block_axis,
     format_names,
@@ -27,6 +28,7 @@ from ._scale import *  # noqa: F403
 __all__ = [
     "ROUNDING_MODES",
     "FormatSpec",
+    "QuantizationRangeWarning",
     "QuantizedTensor",
     "block_axis",
     "format_names",

@@ -9,6 +9,8 @@ together with everything needed to dequantize and to pack them into the bit layo
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -104,6 +106,12 @@ class QuantizedTensor:
         l2_codes: HBQ level-2 codes, ``(..., n_blocks, block // ub)``, uint8; else None.
         scheme: HBQ weight Mix selector per L1 block (0 = SIG_2, 1 = SIG_3), uint8; else None.
         tensor_scale: NVFP4's FP32 per-tensor scale (a float32 scalar); else None.
+        extra: format-specific details (e.g. the backend that produced the codes).
+        clamped_blocks: blocks whose scale hit the end of the scale format's range, so that
+            their values could not be represented: the block's largest magnitude is more than
+            1.5x the largest it decodes to (scale too small), or its non-zero values all
+            decode to zero (scale too large). :func:`quantize` warns once per format when it
+            finds any.
     """
 
     spec: FormatSpec
@@ -116,6 +124,7 @@ class QuantizedTensor:
     scheme: npt.NDArray[np.uint8] | None = None
     tensor_scale: np.float32 | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    clamped_blocks: int = 0
 
     @property
     def format(self) -> str:
@@ -183,6 +192,11 @@ def format_names() -> tuple[str, ...]:
 
 def resolve(fmt: str | FormatSpec, **options: Any) -> FormatSpec:
     """Turn a format name plus options into a spec object (a spec passes through unchanged)."""
+    if fmt is None or not (isinstance(fmt, str) or hasattr(fmt, "quantize_blocks")):
+        raise TypeError(
+            f"fmt must be a format name or a format spec, got {type(fmt).__name__}; valid "
+            f"formats: {', '.join(format_names())}"
+        )
     if not isinstance(fmt, str):
         if options:
             raise TypeError("options cannot be combined with an already-resolved format spec")
@@ -334,9 +348,10 @@ def quantize(
             lead = moved.shape[:-1]
             fields["codes"] = fields["codes"].reshape(lead + fields["codes"].shape[-2:])
             fields["scales"] = fields["scales"].reshape(lead + fields["scales"].shape[-1:])
-            return QuantizedTensor(
+            q = QuantizedTensor(
                 spec=spec, shape=tuple(a.shape), axis=ax, rounding=rounding, **fields
             )
+            return _flag_clamped(q, a, ax)
     a, ax = check_input(a, axis=ax, nonfinite=nonfinite)
     # A spec may block a short axis differently (HBQ's repo quirk short_axis="whole").
     block = spec.block_for_axis(a.shape[ax]) if hasattr(spec, "block_for_axis") else spec.block
@@ -355,4 +370,61 @@ def quantize(
         fields["codes"] = codes
     else:
         fields = spec.quantize_blocks(xb, rounding, backend)
-    return QuantizedTensor(spec=spec, shape=tuple(a.shape), axis=ax, rounding=rounding, **fields)
+    q = QuantizedTensor(spec=spec, shape=tuple(a.shape), axis=ax, rounding=rounding, **fields)
+    return _flag_clamped(q, a, ax)
+
+
+class QuantizationRangeWarning(UserWarning):
+    """Some blocks lie outside the range a format's scale can represent (see
+    :attr:`QuantizedTensor.clamped_blocks`)."""
+
+
+_WARNED: set[str] = set()
+
+
+def _scale_code_range(spec: FormatSpec) -> tuple[int, int] | None:
+    """The smallest and largest block-scale code a spec can store, or None if unknown."""
+    sf = getattr(spec, "scale_fmt", None)
+    if sf is not None:
+        return int(sf.min_code), int(sf.max_code)
+    if hasattr(spec, "x_min") and hasattr(spec, "scale_bias"):
+        bias = int(spec.scale_bias)
+        return int(spec.x_min) + bias, int(spec.x_max) + bias
+    if getattr(spec, "name", "").startswith("hbq"):
+        from ._scale import E5M3
+
+        return int(E5M3.min_code), int(E5M3.max_code)
+    return None
+
+
+def _flag_clamped(q: QuantizedTensor, a: npt.NDArray[Any], ax: int) -> QuantizedTensor:
+    """Count the blocks the scale range could not represent; warn once per format.
+
+    Only blocks whose scale code is at either end of the scale format's range can be clamped,
+    so the exact check (input magnitudes against decoded magnitudes) runs on those alone and
+    costs nothing for in-range data.
+    """
+    rng = _scale_code_range(q.spec)
+    if rng is None or q.scales.size == 0:
+        return q
+    s = q.scales
+    edge = (s == rng[0]) | (s == rng[1])
+    if not edge.any():
+        return q
+    block = q.codes.shape[-1]
+    xb = block_axis(np.nan_to_num(a, nan=0.0, posinf=0.0, neginf=0.0), ax, block)
+    amax = np.abs(xb[edge]).max(axis=-1)
+    dmax = np.abs(q.dequantize_blocks()[edge]).max(axis=-1)
+    clamped = int(((amax > 1.5 * dmax) | ((amax > 0) & (dmax == 0))).sum())
+    if not clamped:
+        return q
+    if q.spec.name not in _WARNED:
+        _WARNED.add(q.spec.name)
+        warnings.warn(
+            f"{q.spec.name}: {clamped} of {q.n_blocks} blocks are outside the range its block "
+            "scale can represent (values saturate or flush to zero); see "
+            "QuantizedTensor.clamped_blocks",
+            QuantizationRangeWarning,
+            stacklevel=3,
+        )
+    return dataclasses.replace(q, clamped_blocks=clamped)
