@@ -10,7 +10,7 @@ from pathlib import Path
 from ..errors import CoaccelError
 from ..report.files import prepare_out_dir
 
-__all__ = ["comma_list", "int_in", "out_file", "prepare_out_dir"]
+__all__ = ["vars_of", "add_output_flags", "comma_list", "int_in", "out_file", "prepare_out_dir"]
 
 
 def int_in(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
@@ -75,3 +75,20 @@ def out_file(path: Path, flag: str = "--out") -> Path:
         raise CoaccelError(f"{flag} {str(path)!r} is a folder; give a file name")
     prepare_out_dir(path.parent if str(path.parent) else Path("."), flag)
     return path
+
+
+def add_output_flags(
+    p: argparse.ArgumentParser, json_help: str = "print the result as JSON"
+) -> None:
+    """Add the ``--json`` and ``--quiet`` flags every printing command has.
+
+    ``--json`` prints the result as one JSON document on stdout (nothing else goes to stdout);
+    ``--quiet`` drops progress and informational lines (timings, "wrote ..." lines).
+    """
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.add_argument("--quiet", action="store_true", help="no progress or informational lines")
+
+
+def vars_of(args: argparse.Namespace) -> dict[str, object]:
+    """The parsed options as plain JSON data, for a manifest (the handler function dropped)."""
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "func"}

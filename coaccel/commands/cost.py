@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._args import int_in
+from ._args import add_output_flags, int_in
 
 EPILOG = """\
 examples:
@@ -119,6 +119,7 @@ def register(subparsers: Any) -> None:
         "merges (instead of --out)",
     )
     cal.add_argument("--weight", type=float, default=0.25, help="fit weight per point (0.25)")
+    add_output_flags(cal, "print the calibration points as JSON")
     cal.set_defaults(func=run_calibrate, command="cost calibrate")
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1], command="cost")
 
@@ -138,9 +139,15 @@ def run_calibrate(args: argparse.Namespace) -> int:
     out_file(out)
     pts = synth_points(read_area_csv(args.synth_csv), weight=args.weight)
     path = write_synth_calibration(pts, out)
+    if args.json:
+        doc = {"points": [{"label": p.label, "um2_per_mac": p.value} for p in pts]}
+        json.dump({**doc, "file": str(path)}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
     for p in pts:
         print(f"{p.label}: {p.value:.2f} um2/MAC")
-    print(f"wrote {path} ({len(pts)} points)")
+    if not args.quiet:
+        print(f"wrote {path} ({len(pts)} points)")
     return 0
 
 

@@ -19,6 +19,9 @@ manifest.json in --out lists every file the run wrote.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -27,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ._args import int_in
+from ._args import add_output_flags, int_in
 
 
 def _stage_formats(out: Path, rng: np.random.Generator) -> None:
@@ -100,7 +103,8 @@ def _stage_accuracy(out: Path, rng: np.random.Generator) -> None:
         cfg = override(cfg, {"data": ["synthetic"]})
 
     def progress(msg: str) -> None:
-        print(f"  ... {msg}", file=sys.stderr, flush=True)
+        if not _QUIET[0]:
+            print(f"  ... {msg}", file=sys.stderr, flush=True)
 
     result = run_quant_study(cfg, rng=np.random.default_rng(cfg.seed), progress=progress)
     paths = write_quant_report(result, out / "quant")
@@ -201,6 +205,10 @@ STAGES: tuple[tuple[str, Callable[[Path, np.random.Generator], None]], ...] = (
 )
 
 
+_QUIET = [False]
+"""Whether the running demo was asked for --quiet/--json (stage progress goes silent)."""
+
+
 def _kernels_cached() -> bool:
     """True when numba has compiled and cached the package's kernels before."""
     import coaccel.models.fast as fast
@@ -215,20 +223,33 @@ def run(args: argparse.Namespace) -> int:
 
     out = prepare_out_dir(args.out)
     rng = np.random.default_rng(args.seed)
-    if not _kernels_cached():
+    # --quiet and --json keep the stages' own lines off stdout (JSON must be the only output).
+    hush = args.quiet or args.json
+    _QUIET[0] = hush
+    if not _kernels_cached() and not hush:
         print(
             "first run: numba compiles the fast kernels as they are first used (about a minute "
             "in all; cached for later runs)",
             flush=True,
         )
     t_all = time.perf_counter()
+    timings = []
     for i, (title, fn) in enumerate(STAGES, 1):
-        print(f"[{i}/{len(STAGES)}] {title}", flush=True)
+        if not hush:
+            print(f"[{i}/{len(STAGES)}] {title}", flush=True)
         t0 = time.perf_counter()
-        fn(out, rng)
-        print(f"      done in {time.perf_counter() - t0:.1f} s", flush=True)
+        with contextlib.redirect_stdout(io.StringIO()) if hush else contextlib.nullcontext():
+            fn(out, rng)
+        timings.append({"stage": title, "seconds": round(time.perf_counter() - t0, 3)})
+        if not hush:
+            print(f"      done in {timings[-1]['seconds']:.1f} s", flush=True)
     files = sorted(p for p in out.rglob("*") if p.is_file() and p.name != "manifest.json")
-    write_manifest(out, files, command="coaccel demo", settings={"seed": args.seed})
+    manifest = write_manifest(out, files, command="coaccel demo", settings={"seed": args.seed})
+    if args.json:
+        doc = {"stages": timings, "out": str(out), "manifest": str(manifest)}
+        json.dump(doc, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
     print(f"demo finished in {time.perf_counter() - t_all:.1f} s; outputs in {out}/")
     return 0
 
@@ -245,4 +266,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--seed", type=int_in(0, 2**32 - 1), default=0, metavar="N", help="random seed (default: 0)"
     )
+    add_output_flags(p, "print the stages' timings and the output folder as JSON")
     p.set_defaults(func=run, command="demo")

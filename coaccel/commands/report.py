@@ -11,10 +11,13 @@ HTML) into ``--out``.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from ._args import add_output_flags, vars_of
 
 DEFAULT_OUT = Path("reports") / "cost"
 DEFAULT_WORKLOADS = "llama-2-7b,llama-3-8b,llama-3.2-3b,qwen2.5-3b,qwen2.5-7b"
@@ -70,6 +73,7 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help=f"output folder (default: ./{DEFAULT_OUT.as_posix()})",
     )
+    add_output_flags(p, "print the cost rows (the CSV's) as JSON")
     p.set_defaults(func=run, command="report")
 
 
@@ -83,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
         0 on success.
     """
     from ..cost import arch_area, evaluate
-    from ..report.hbq import write_cost_report
+    from ..report.files import write_manifest
+    from ..report.hbq import cost_rows, write_cost_report
     from ..sim.hbq_asic import load_arch, simulate
     from ._args import comma_list, prepare_out_dir
 
@@ -116,7 +121,14 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     paths = write_cost_report(breakdowns, args.out, notes=notes)
-    for p in paths:
-        print(f"wrote {p}")
-    print(f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    write_manifest(args.out, paths, command="coaccel report", settings=vars_of(args))
+    if args.json:
+        doc = {"rows": cost_rows(breakdowns), "files": [str(p) for p in paths]}
+        json.dump(doc, sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+        return 0
+    if not args.quiet:
+        for p in paths:
+            print(f"wrote {p}")
+        print(f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     return 0

@@ -81,6 +81,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--list", action="store_true", help="list the groups and exit")
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.add_argument("--json", action="store_true", help="print the area rows as JSON")
     p.set_defaults(func=run, command="synth")
 
 
@@ -139,6 +140,12 @@ def run(args: argparse.Namespace) -> int:
         # A partial run (--blocks) updates its rows of the committed table and keeps the others.
         rows = synth.merge_rows(synth.read_area_csv(out), rows)
     write_text(out, synth.rows_to_csv(rows))
+    if args.json:
+        import json
+
+        json.dump({"rows": rows, "file": str(out)}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
     _print_table(rows)
     cal = synth.calibration(rows)
     if cal:

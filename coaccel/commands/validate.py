@@ -8,10 +8,13 @@ Runs :func:`coaccel.validate.hbq.validate_hbq` (PE model rows, headline claims, 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from ._args import add_output_flags, vars_of
 
 DEFAULT_OUT = Path("reports") / "validate"
 
@@ -70,6 +73,7 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help=f"output folder (default: ./{DEFAULT_OUT.as_posix()})",
     )
+    add_output_flags(h, "print the targets as JSON (one object per row, the CSV's columns)")
     h.set_defaults(func=run_hbq, command="validate hbq")
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1], command="validate")
 
@@ -83,7 +87,8 @@ def run_hbq(args: argparse.Namespace) -> int:
     Returns:
         0 (targets outside their tolerance are reported, not an error).
     """
-    from ..report.hbq import format_validation_table, write_validation_report
+    from ..report.files import write_manifest
+    from ..report.hbq import format_validation_table, validation_rows, write_validation_report
     from ..validate.hbq import validate_hbq
     from ._args import prepare_out_dir
 
@@ -91,9 +96,16 @@ def run_hbq(args: argparse.Namespace) -> int:
     prepare_out_dir(args.out)
     v = validate_hbq(mode=args.mode, speedup_mode=args.speedup_mode, system=not args.no_system)
     paths = write_validation_report(v, args.out)
+    write_manifest(args.out, paths, command="coaccel validate hbq", settings=vars_of(args))
+    if args.json:
+        doc = {"targets": validation_rows(v), "files": [str(p) for p in paths]}
+        json.dump(doc, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
     print(format_validation_table(v))
-    print()
-    for p in paths:
-        print(f"wrote {p}")
-    print(f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    if not args.quiet:
+        print()
+        for p in paths:
+            print(f"wrote {p}")
+        print(f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     return 0

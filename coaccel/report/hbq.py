@@ -37,6 +37,7 @@ __all__ = [
     "plot_area",
     "plot_energy",
     "plot_pe",
+    "validation_rows",
     "validation_summary",
     "write_cost_report",
     "write_validation_report",
@@ -95,6 +96,11 @@ def _num(v: float, digits: int = 4) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
     return f"{v:.{digits}g}"
+
+
+def validation_rows(v: Validation) -> list[dict[str, str]]:
+    """The validation targets as rows keyed by the CSV's columns (for JSON output)."""
+    return [dict(zip(VALIDATION_CSV_COLUMNS, _target_cells(t), strict=True)) for t in v.targets]
 
 
 def _target_cells(t: Target) -> list[str]:

@@ -141,3 +141,33 @@ def test_cost_calibrate_default_out_is_a_working_folder(tmp_path: Path) -> None:
 def test_usage_error_is_one_line() -> None:
     line = _one_line_error(_run("sim", "--no-such-flag"))
     assert "unrecognized arguments" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "key"),
+    [
+        (["validate", "hbq", "--no-system", "--json"], "targets"),
+        (["report", "hbq_e_28nm", "--area-only", "--json"], "rows"),
+        (["cost", "calibrate", "--synth-csv", str(ROOT / "rtl/synth/hbq_area.csv"), "--json"],
+         "points"),
+        (["sim", "hbq_e_28nm", "--workload", "llama-3.2-1b:prefill_64", "--mode", "analytical",
+          "--json"], "cycles"),
+    ],
+)  # fmt: skip
+def test_json_output_is_one_document(args: list[str], key: str, tmp_path: Path) -> None:
+    import json
+
+    out = ["--out", str(tmp_path / "o")] if args[0] in ("validate", "report") else []
+    if args[0] == "cost":
+        out = ["--out", str(tmp_path / "cal.yaml")]
+    r = _run(*args, *out, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert key in json.loads(r.stdout)
+
+
+def test_quiet_drops_informational_lines(tmp_path: Path) -> None:
+    r = _run("report", "hbq_e_28nm", "--area-only", "--quiet", "--out", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stderr
+    assert "wrote" not in r.stdout and r.stderr.strip() == ""
+    manifest = tmp_path / "o" / "manifest.json"
+    assert manifest.is_file() and "cost_report.html" in manifest.read_text()
