@@ -84,8 +84,12 @@ class PePoint:
 
 def _target_components(arch: Any, result: Any = None) -> PricedComponents:
     """The typed cost input of an architecture of any registered kind (and a run of it)."""
-    from ..simulation import target
+    from pathlib import Path
 
+    from ..simulation import load_arch, target
+
+    if isinstance(arch, (str, Path)):
+        arch = load_arch(arch)[1]  # a shipped name or a YAML path
     kind = getattr(arch, "kind", None)
     if not isinstance(kind, str):
         raise CoaccelError(

@@ -171,3 +171,14 @@ def test_quiet_drops_informational_lines(tmp_path: Path) -> None:
     assert "wrote" not in r.stdout and r.stderr.strip() == ""
     manifest = tmp_path / "o" / "manifest.json"
     assert manifest.is_file() and "cost_report.html" in manifest.read_text()
+
+
+def test_scenario_past_the_model_positions_is_an_error(tmp_path: Path) -> None:
+    import yaml
+
+    src = yaml.safe_load((ROOT / "arch_configs/workloads/llama-3.2-1b.yaml").read_text())
+    src["scenarios"]["too_long"] = {"phase": "prefill", "tokens": 200_000}
+    path = tmp_path / "long.yaml"
+    path.write_text(yaml.safe_dump(src))
+    line = _one_line_error(_run("sim", "hbq_e_28nm", "--workload", f"{path}:too_long"))
+    assert "scenarios.too_long" in line and "131072" in line

@@ -91,6 +91,16 @@ def test_hbq_priced_components_area_only_and_run() -> None:
     assert evaluate(st, arch).total_energy_j == price(run).total_energy_j
 
 
+def test_evaluate_takes_an_architecture_name() -> None:
+    from coaccel.simulation import simulate
+
+    arch = load_arch("hbq_e_28nm")
+    st = simulate(arch, "llama-3.2-3b:decode_2k", mode="analytical")
+    assert evaluate(st, "hbq_e_28nm").total_energy_j == evaluate(st, arch).total_energy_j
+    with pytest.raises(CoaccelError, match="no shipped architecture"):
+        evaluate(st, "hbq_e_28")
+
+
 def test_evaluate_rejects_swapped_arguments() -> None:
     arch = load_arch("hbq_e_28nm")
     with pytest.raises(CoaccelError, match="takes a simulation result first"):
