@@ -257,6 +257,7 @@ def iter_transformer_segments(
     causal: bool = True,
     lm_head: Literal["all_tokens", "last_token", "none"] = "all_tokens",
     workload: Mapping[str, Any] | None = None,
+    config_digest: str | None = None,
 ) -> Iterator[TraceSegment]:
     """The traces of a prefill pass or of decode steps, one at a time (module docstring).
 
@@ -280,6 +281,8 @@ def iter_transformer_segments(
         lm_head: logits for every token (``"all_tokens"``, the [R-PM] accounting), only the
             last one, or no LM head.
         workload: extra JSON metadata for every trace.
+        config_digest: digest of the architecture config the tiles come from, stamped on every
+            trace (``Trace.meta["config_digest"]``).
 
     Yields:
         The segments in execution order; a layer's segments have ``repeat = layers``. Each
@@ -294,7 +297,7 @@ def iter_transformer_segments(
             raise ValueError(f"{name}={v!r} must be a positive integer")
     return _segments(
         shape, phase, tokens, decode_steps, fmt_weight, fmt_act, fmt_kv, tiles, causal, lm_head,
-        workload,
+        workload, config_digest,
     )  # fmt: skip
 
 
@@ -310,6 +313,7 @@ def _segments(
     causal: bool,
     lm_head: str,
     workload: Mapping[str, Any] | None,
+    config_digest: str | None,
 ) -> Iterator[TraceSegment]:
     steps = range(decode_steps) if phase == "decode" else range(1)
     # Format names that depend on the tensor's role (HBQ) are resolved once, with their role,
@@ -327,6 +331,7 @@ def _segments(
         psum_mode=tiles.psum_mode,
         sa_n=tiles.sa_n,
         n_buffers=tiles.n_buffers,
+        config_digest=config_digest,
     )
     for step in steps:
         n_q = tokens if phase == "prefill" else 1
@@ -369,6 +374,7 @@ def _segments(
             fmt_kv=fmt_kv,
             tiles=tiles,
             workload={**meta, "gemm": "attention"},
+            config_digest=config_digest,
         )
         yield TraceSegment("attention", "attention", shape.layers, step, att)
         yield lin("o_proj", e, shape.q_dim, "attn_out", "wo", "x2", fmt_act)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from coaccel.config import ConfigError, Problem
+from coaccel.config import ConfigError, Problem, config_digest
 from coaccel.models.hbq import TraceSegment, WorkloadTiles, iter_transformer_segments
 from coaccel.workload import (
     WORKLOAD_NAMES,
@@ -140,6 +140,7 @@ def iter_workload_segments(arch: HbqArchConfig, workload: Workload) -> Iterator[
         causal=sc.causal_tile_skip,
         lm_head=sc.lm_head,
         workload={"model": workload.name, "scenario": workload.scenario_name, "arch": arch.name},
+        config_digest=config_digest(arch),
     )
 
 

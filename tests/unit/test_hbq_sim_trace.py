@@ -502,3 +502,13 @@ def test_segment_argument_errors():
         attention_trace(kv_heads=1, group=2, head_dim=16, q_tokens=4, q_start=0, n_keys=4,
                         causal=True, fmt_act="hbq-e", fmt_kv="hbq-e",
                         tiles=_tiles(attn_rows=3))  # fmt: skip
+
+
+def test_simulator_traces_carry_the_architecture_digest():
+    from coaccel.config import config_digest
+    from coaccel.sim.hbq_asic import load_arch, load_workload
+    from coaccel.sim.hbq_asic.workload import iter_workload_segments
+
+    arch = load_arch("hbq_e_28nm")
+    segs = list(iter_workload_segments(arch, load_workload("llama-3.2-1b:decode_1k")))
+    assert segs and all(s.trace.meta["config_digest"] == config_digest(arch) for s in segs)
