@@ -1,0 +1,231 @@
+"""DeltaLLM decode: one token at a time on the Delta-Key cache ([DELTALLM] v1 decode; [OURS]).
+
+For a new token ``t`` the encoder turns ``k_t`` into ``Δ_t`` against the stored memory and
+appends it to the delta cache; the full key goes into a ``W``-entry ring buffer (the "partial
+key matrix"), the first ``n_sink`` keys are kept as well. Row ``t``'s scores read the ring
+buffer and the sinks in the exact region and the incremental delta chain ``Σ q·Δ_s`` elsewhere;
+VSSOS then runs with ``P_q = 1`` (``L = G`` lanes) in the same column order as prefill, so the
+output row is bit-identical to prefill row ``t`` computed with ``query_block=1``.
+
+Public: :class:`DecodeState`, :func:`init_decode`, :func:`decode_step`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from ._attention import MODES, _check_choice, _check_int, _head_scale, _lane_scale
+from ._delta import _check_encoder_args, encode_delta_row
+from ._scores import score_regions
+from ._vssos import COLUMN_ORDERS, DENOM_MODES, _online_softmax, column_order
+
+__all__ = ["DecodeState", "decode_step", "init_decode"]
+
+
+@dataclass(frozen=True)
+class DecodeState:
+    """Decode cache of one layer after ``t`` tokens, and the options it runs with.
+
+    Attributes:
+        deltas: ``[Hkv, t, d]`` Delta-Key values (zeros where not stored); int32 / float64.
+        mask: ``[Hkv, t, d]`` bool bitmask of stored deltas.
+        memory: ``[Hkv, d]`` encoder memory ``k̂_{t-1}``.
+        prev_key: ``[Hkv, d]`` last raw key (naive form).
+        ring_keys: ``[Hkv, W, d]`` full keys, position ``j`` at slot ``j % W``.
+        sink_keys: ``[Hkv, n_sink, d]`` the first full keys.
+        values: ``[Hkv, t, dv]`` value cache.
+        c_head: ``[Hq]`` float64 log2 softmax scale per query head.
+        options: the scalar options (``mode``, ``theta``, ``window``, ``tau``, ``delta_mode``,
+            ``refresh_period``, ``n_sink``, ``denom_mode``, ``order``).
+    """
+
+    deltas: np.ndarray
+    mask: np.ndarray
+    memory: np.ndarray
+    prev_key: np.ndarray
+    ring_keys: np.ndarray
+    sink_keys: np.ndarray
+    values: np.ndarray
+    c_head: np.ndarray
+    options: tuple[tuple[str, object], ...]
+
+    @property
+    def n_tokens(self) -> int:
+        """Tokens decoded so far."""
+        return int(self.deltas.shape[1])
+
+    def option(self, name: str) -> object:
+        """The value of one scalar option."""
+        return dict(self.options)[name]
+
+
+def init_decode(
+    n_q_heads: int,
+    n_kv_heads: int,
+    head_dim: int,
+    value_dim: int,
+    *,
+    theta: float,
+    window: int,
+    tau: float,
+    mode: str = "fixed",
+    q_scale: npt.ArrayLike = 1.0,
+    k_scale: npt.ArrayLike = 1.0,
+    delta_mode: str = "memory",
+    refresh_period: int = 0,
+    n_sink: int = 1,
+    denom_mode: str = "full",
+    order: str = "ascending",
+) -> DecodeState:
+    """An empty decode cache; the options mean what they mean in :func:`~._attention.attention`.
+
+    Args:
+        n_q_heads: ``Hq``, a multiple of ``n_kv_heads``.
+        n_kv_heads: ``Hkv``.
+        head_dim: ``d``.
+        value_dim: ``dv``.
+        theta, window, tau, mode, q_scale, k_scale, delta_mode, refresh_period, n_sink,
+            denom_mode, order: as in :func:`~._attention.attention`.
+
+    Returns:
+        A :class:`DecodeState` holding no tokens.
+
+    Raises:
+        ValueError: a bad option or head count.
+    """
+    for name, val in (
+        ("n_q_heads", n_q_heads),
+        ("n_kv_heads", n_kv_heads),
+        ("head_dim", head_dim),
+        ("value_dim", value_dim),
+        ("window", window),
+    ):
+        _check_int(name, val, 1)
+    if n_q_heads % n_kv_heads:
+        raise ValueError(f"Hq={n_q_heads} is not a multiple of Hkv={n_kv_heads}")
+    _check_choice("mode", mode, MODES)
+    _check_choice("denom_mode", denom_mode, DENOM_MODES)
+    _check_choice("order", order, COLUMN_ORDERS)
+    _check_encoder_args(theta, delta_mode, refresh_period, n_sink)
+    if mode == "fixed" and int(theta) != theta:
+        raise TypeError(f"theta: must be an integer in fixed mode, got {theta!r}")
+    if not (isinstance(tau, (int, float)) and not math.isnan(tau) and tau >= 1.0 / 256):
+        raise ValueError(f"tau: must be a number >= 1/256 (log2 units) or math.inf, got {tau!r}")
+    dt = np.int32 if mode == "fixed" else np.float64
+    c_head = (
+        _head_scale("q_scale", q_scale, n_q_heads)
+        * np.repeat(_head_scale("k_scale", k_scale, n_kv_heads), n_q_heads // n_kv_heads)
+        * math.log2(math.e)
+        / math.sqrt(head_dim)
+    )
+    opts = dict(
+        mode=mode,
+        theta=theta,
+        window=int(window),
+        tau=float(tau),
+        delta_mode=delta_mode,
+        refresh_period=int(refresh_period),
+        n_sink=int(n_sink),
+        denom_mode=denom_mode,
+        order=order,
+    )
+    h, d = n_kv_heads, head_dim
+    return DecodeState(
+        deltas=np.zeros((h, 0, d), dtype=dt),
+        mask=np.zeros((h, 0, d), dtype=bool),
+        memory=np.zeros((h, d), dtype=dt),
+        prev_key=np.zeros((h, d), dtype=dt),
+        ring_keys=np.zeros((h, int(window), d), dtype=dt),
+        sink_keys=np.zeros((h, int(n_sink), d), dtype=dt),
+        values=np.zeros((h, 0, value_dim), dtype=np.int8 if mode == "fixed" else np.float64),
+        c_head=c_head,
+        options=tuple(opts.items()),
+    )
+
+
+def _check_step(state: DecodeState, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
+    """Raise TypeError/ValueError for a decode step's inputs."""
+    hkv, d = state.memory.shape
+    shapes = {"q": (state.c_head.shape[0], d), "k": (hkv, d), "v": (hkv, state.values.shape[2])}
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if x.shape != shapes[name]:
+            raise ValueError(f"{name}: expected shape {shapes[name]}, got {x.shape}")
+        if state.option("mode") == "fixed":
+            if x.dtype != np.int8:
+                raise TypeError(f"{name}: fixed mode needs int8, got dtype {x.dtype}")
+        elif not np.issubdtype(x.dtype, np.floating):
+            raise TypeError(f"{name}: float mode needs a float dtype, got {x.dtype}")
+        elif not np.all(np.isfinite(x)):
+            raise ValueError(f"{name}: holds NaN or Inf")
+
+
+def decode_step(
+    state: DecodeState, q: npt.ArrayLike, k: npt.ArrayLike, v: npt.ArrayLike
+) -> tuple[np.ndarray, DecodeState]:
+    """Decode one token: encode its key, score it against the cache, run VSSOS with ``P_q = 1``.
+
+    Args:
+        state: the cache after ``t`` tokens.
+        q: ``[Hq, d]`` query of token ``t`` (int8 fixed / float float mode).
+        k: ``[Hkv, d]`` key of token ``t``.
+        v: ``[Hkv, dv]`` value of token ``t``.
+
+    Returns:
+        ``(y, new_state)``: ``y`` ``[Hq, dv]`` (int16 Q7.8 fixed / float64 float) and the cache
+        after ``t + 1`` tokens.
+    """
+    qa, ka, va = np.asarray(q), np.asarray(k), np.asarray(v)
+    _check_step(state, qa, ka, va)
+    o = dict(state.options)
+    t, w, n_sink, hq, hkv = state.n_tokens, o["window"], o["n_sink"], qa.shape[0], ka.shape[0]
+    delta, keep, memory = encode_delta_row(
+        ka,
+        state.memory,
+        state.prev_key,
+        t=t,
+        theta=o["theta"],
+        delta_mode=o["delta_mode"],
+        refresh_period=o["refresh_period"],
+        n_sink=n_sink,
+    )
+    kf = ka.astype(state.memory.dtype)
+    ring, sinks = state.ring_keys.copy(), state.sink_keys.copy()
+    ring[:, t % w] = kf
+    if t < n_sink:
+        sinks[:, t] = kf
+    new = replace(
+        state,
+        deltas=np.concatenate([state.deltas, delta[:, None]], axis=1),
+        mask=np.concatenate([state.mask, keep[:, None]], axis=1),
+        memory=memory,
+        prev_key=kf,
+        ring_keys=ring,
+        sink_keys=sinks,
+        values=np.concatenate([state.values, va.astype(state.values.dtype)[:, None]], axis=1),
+    )
+    dt = np.int64 if o["mode"] == "fixed" else np.float64
+    g = hq // hkv
+    q64 = qa.astype(dt).reshape(hkv, g, -1)
+    stored = np.where(new.mask, new.deltas, 0).astype(dt)
+    s = np.cumsum(np.einsum("hgd,hjd->hgj", q64, stored), axis=2)  # delta chain A(j) = q·k̂_j
+    _, exact = score_regions([t], t + 1, window=w, n_sink=n_sink)
+    for j in np.flatnonzero(exact[0]):  # exact keys come from the sinks and the ring buffer
+        kj = sinks[:, j] if j < n_sink else ring[:, j % w]
+        s[:, :, j] = np.einsum("hgd,hd->hg", q64, kj.astype(dt))
+    order = column_order([t], t + 1, window=w, n_sink=n_sink, order=o["order"])[None].repeat(hkv, 0)
+    scale = _lane_scale(o["mode"], state.c_head, hkv, 1, 1)
+    res = _online_softmax(
+        s,
+        np.ones(s.shape, dtype=bool),
+        order,
+        new.values,
+        np.arange(hkv),
+        scale,
+        o["tau"],
+        o["denom_mode"],
+    )
+    return res.output.reshape(hq, -1), new
