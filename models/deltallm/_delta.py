@@ -51,7 +51,10 @@ class DeltaKeys:
 
     @property
     def sparsity(self) -> float:
-        """Delta-Key sparsity ``ρ_K = 1 - nnz(Δ_1..T-1) / ((T-1)·H·d)``; row 0 excluded (0.0 if T=1)."""
+        """Delta-Key sparsity ``ρ_K = 1 - nnz(Δ_1..T-1) / ((T-1)·H·d)``.
+
+        Row 0 is dense by construction and excluded; 0.0 when ``T = 1``.
+        """
         rest = self.mask[:, 1:, :]
         return 1.0 - float(np.count_nonzero(rest)) / rest.size if rest.size else 0.0
 
