@@ -23,7 +23,34 @@ from ._delta import _check_encoder_args, encode_delta_row
 from ._scores import score_regions
 from ._vssos import COLUMN_ORDERS, DENOM_MODES, _online_softmax, column_order
 
-__all__ = ["DecodeState", "decode_step", "init_decode"]
+__all__ = ["DecodeOptions", "DecodeState", "decode_step", "init_decode"]
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """The scalar options a decode cache runs with (meanings as in ``attention``).
+
+    Attributes:
+        mode: ``"fixed"`` or ``"float"``.
+        theta: Delta-Key threshold.
+        window: exact window ``W``.
+        tau: VSSOS skip threshold, log2 units (``math.inf``: never skip).
+        delta_mode: ``"memory"`` or ``"naive"``.
+        refresh_period: dense key row every ``refresh_period`` tokens (0: off).
+        n_sink: leading keys stored dense and scored exactly.
+        denom_mode: ``"full"`` or ``"kept"``.
+        order: ``"ascending"`` or ``"window_first"``.
+    """
+
+    mode: str
+    theta: float
+    window: int
+    tau: float
+    delta_mode: str
+    refresh_period: int
+    n_sink: int
+    denom_mode: str
+    order: str
 
 
 @dataclass(frozen=True)
@@ -39,8 +66,7 @@ class DecodeState:
         sink_keys: ``[Hkv, n_sink, d]`` the first full keys.
         values: ``[Hkv, t, dv]`` value cache.
         c_head: ``[Hq]`` float64 log2 softmax scale per query head.
-        options: the scalar options (``mode``, ``theta``, ``window``, ``tau``, ``delta_mode``,
-            ``refresh_period``, ``n_sink``, ``denom_mode``, ``order``).
+        options: the :class:`DecodeOptions`.
     """
 
     deltas: np.ndarray
@@ -51,16 +77,12 @@ class DecodeState:
     sink_keys: np.ndarray
     values: np.ndarray
     c_head: np.ndarray
-    options: tuple[tuple[str, object], ...]
+    options: DecodeOptions
 
     @property
     def n_tokens(self) -> int:
         """Tokens decoded so far."""
         return int(self.deltas.shape[1])
-
-    def option(self, name: str) -> object:
-        """The value of one scalar option."""
-        return dict(self.options)[name]
 
 
 def init_decode(
@@ -122,7 +144,7 @@ def init_decode(
         * math.log2(math.e)
         / math.sqrt(head_dim)
     )
-    opts = dict(
+    opts = DecodeOptions(
         mode=mode,
         theta=theta,
         window=int(window),
@@ -143,7 +165,7 @@ def init_decode(
         sink_keys=np.zeros((h, int(n_sink), d), dtype=dt),
         values=np.zeros((h, 0, value_dim), dtype=np.int8 if mode == "fixed" else np.float64),
         c_head=c_head,
-        options=tuple(opts.items()),
+        options=opts,
     )
 
 
@@ -154,7 +176,7 @@ def _check_step(state: DecodeState, q: np.ndarray, k: np.ndarray, v: np.ndarray)
     for name, x in (("q", q), ("k", k), ("v", v)):
         if x.shape != shapes[name]:
             raise ValueError(f"{name}: expected shape {shapes[name]}, got {x.shape}")
-        if state.option("mode") == "fixed":
+        if state.options.mode == "fixed":
             if x.dtype != np.int8:
                 raise TypeError(f"{name}: fixed mode needs int8, got dtype {x.dtype}")
         elif not np.issubdtype(x.dtype, np.floating):
@@ -180,16 +202,16 @@ def decode_step(
     """
     qa, ka, va = np.asarray(q), np.asarray(k), np.asarray(v)
     _check_step(state, qa, ka, va)
-    o = dict(state.options)
-    t, w, n_sink, hq, hkv = state.n_tokens, o["window"], o["n_sink"], qa.shape[0], ka.shape[0]
+    o = state.options
+    t, w, n_sink, hq, hkv = state.n_tokens, o.window, o.n_sink, qa.shape[0], ka.shape[0]
     delta, keep, memory = encode_delta_row(
         ka,
         state.memory,
         state.prev_key,
         t=t,
-        theta=o["theta"],
-        delta_mode=o["delta_mode"],
-        refresh_period=o["refresh_period"],
+        theta=o.theta,
+        delta_mode=o.delta_mode,
+        refresh_period=o.refresh_period,
         n_sink=n_sink,
     )
     kf = ka.astype(state.memory.dtype)
@@ -207,7 +229,7 @@ def decode_step(
         sink_keys=sinks,
         values=np.concatenate([state.values, va.astype(state.values.dtype)[:, None]], axis=1),
     )
-    dt = np.int64 if o["mode"] == "fixed" else np.float64
+    dt = np.int64 if o.mode == "fixed" else np.float64
     g = hq // hkv
     q64 = qa.astype(dt).reshape(hkv, g, -1)
     stored = np.where(new.mask, new.deltas, 0).astype(dt)
@@ -216,8 +238,8 @@ def decode_step(
     for j in np.flatnonzero(exact[0]):  # exact keys come from the sinks and the ring buffer
         kj = sinks[:, j] if j < n_sink else ring[:, j % w]
         s[:, :, j] = np.einsum("hgd,hd->hg", q64, kj.astype(dt))
-    order = column_order([t], t + 1, window=w, n_sink=n_sink, order=o["order"])[None].repeat(hkv, 0)
-    scale = _lane_scale(o["mode"], state.c_head, hkv, 1, 1)
+    order = column_order([t], t + 1, window=w, n_sink=n_sink, order=o.order)[None].repeat(hkv, 0)
+    scale = _lane_scale(o.mode, state.c_head, hkv, 1, 1)
     res = _online_softmax(
         s,
         np.ones(s.shape, dtype=bool),
@@ -225,7 +247,7 @@ def decode_step(
         new.values,
         np.arange(hkv),
         scale,
-        o["tau"],
-        o["denom_mode"],
+        o.tau,
+        o.denom_mode,
     )
     return res.output.reshape(hq, -1), new

@@ -154,7 +154,8 @@ def encode_delta_keys(
     if np.issubdtype(k.dtype, np.floating):
         if not np.all(np.isfinite(k)):
             raise ValueError("keys: float keys hold NaN or Inf")
-        k, acc_dtype = k.astype(np.float64), np.float64
+        k = k.astype(np.float64)
+        acc_dtype: type[np.generic] = np.float64
     elif k.dtype == np.int8:
         if int(theta) != theta:
             raise TypeError(f"theta: must be an integer with int8 keys, got {theta!r}")
@@ -167,11 +168,17 @@ def encode_delta_keys(
     keys_hat = np.zeros((h, t_len, d), dtype=acc_dtype)
     memory = np.zeros((h, d), dtype=acc_dtype)
     prev = np.zeros((h, d), dtype=acc_dtype)
-    opts = dict(
-        theta=theta, delta_mode=delta_mode, refresh_period=int(refresh_period), n_sink=int(n_sink)
-    )
     for t in range(t_len):
-        deltas[:, t], mask[:, t], memory = encode_delta_row(k[:, t], memory, prev, t=t, **opts)
+        deltas[:, t], mask[:, t], memory = encode_delta_row(
+            k[:, t],
+            memory,
+            prev,
+            t=t,
+            theta=theta,
+            delta_mode=delta_mode,
+            refresh_period=int(refresh_period),
+            n_sink=int(n_sink),
+        )
         keys_hat[:, t] = memory
         prev = k[:, t].astype(acc_dtype)
     return DeltaKeys(

@@ -112,6 +112,7 @@ def _online_softmax(
         :class:`_SoftmaxOut`; fixed output is int16 Q7.8, float output float64.
     """
     fixed = isinstance(scale, tuple)
+    tau_e: float | None
     b_n, l_n, t_n = scores.shape
     dt = np.int64 if fixed else np.float64
     if fixed:
@@ -138,9 +139,9 @@ def _online_softmax(
         def mul(x: np.ndarray, f: np.ndarray) -> np.ndarray:
             return x * f
 
-    m = np.zeros((b_n, l_n), dtype=dt)
-    den = np.zeros((b_n, l_n), dtype=dt)
-    o = np.zeros((b_n, l_n, v.shape[2]), dtype=dt)
+    m: np.ndarray = np.zeros((b_n, l_n), dtype=dt)
+    den: np.ndarray = np.zeros((b_n, l_n), dtype=dt)
+    o: np.ndarray = np.zeros((b_n, l_n, v.shape[2]), dtype=dt)
     started = np.zeros((b_n, l_n), dtype=bool)
     skipped = np.zeros((b_n, t_n), dtype=bool)
     visited = np.zeros((b_n, t_n), dtype=bool)
