@@ -84,6 +84,13 @@ def _check_int(name: str, value: int, minimum: int) -> None:
         raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}")
 
 
+def _check_tau(tau: float) -> None:
+    """Raise ValueError unless ``tau`` is a real number ``>= 1/256`` or ``math.inf``."""
+    ok = isinstance(tau, (int, float, np.integer, np.floating)) and not isinstance(tau, bool)
+    if not (ok and not math.isnan(tau) and tau >= 1.0 / 256):
+        raise ValueError(f"tau: must be a number >= 1/256 (log2 units) or math.inf, got {tau!r}")
+
+
 def _check_tensors(q: np.ndarray, k: np.ndarray, v: np.ndarray, mode: str) -> None:
     """Raise ValueError/TypeError for bad shapes, dtypes or values."""
     for name, x in (("q", q), ("k", k), ("v", v)):
@@ -160,8 +167,7 @@ def _check_options(opts: dict) -> None:
     _check_int("window", opts["window"], 1)
     _check_int("query_block", opts["query_block"], 1)
     tau = opts["tau"]
-    if not (isinstance(tau, (int, float)) and not math.isnan(tau) and tau >= 1.0 / 256):
-        raise ValueError(f"tau: must be a number >= 1/256 (log2 units) or math.inf, got {tau!r}")
+    _check_tau(tau)
 
 
 def _stats(

@@ -18,7 +18,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from ._attention import MODES, _check_choice, _check_int, _head_scale, _lane_scale
+from ._attention import (
+    MODES,
+    _check_choice,
+    _check_int,
+    _check_tau,
+    _head_scale,
+    _lane_scale,
+)
 from ._delta import _check_encoder_args, encode_delta_row
 from ._scores import score_regions
 from ._vssos import COLUMN_ORDERS, DENOM_MODES, _online_softmax, column_order
@@ -135,8 +142,7 @@ def init_decode(
     _check_encoder_args(theta, delta_mode, refresh_period, n_sink)
     if mode == "fixed" and int(theta) != theta:
         raise TypeError(f"theta: must be an integer in fixed mode, got {theta!r}")
-    if not (isinstance(tau, (int, float)) and not math.isnan(tau) and tau >= 1.0 / 256):
-        raise ValueError(f"tau: must be a number >= 1/256 (log2 units) or math.inf, got {tau!r}")
+    _check_tau(tau)
     dt = np.int32 if mode == "fixed" else np.float64
     c_head = (
         _head_scale("q_scale", q_scale, n_q_heads)

@@ -15,12 +15,15 @@ bits saturated at ``16·256 - 1``, exp2 LUT, ``>> 15`` rescales with floor, ``fl
 normalisation to Q7.8); float mode runs the same steps in float64 with exact ``exp2``.
 
 Public: :func:`column_order`. Internal: :func:`_online_softmax` (the lane-parallel kernel shared
-by prefill and decode).
+by prefill and decode) and its fixed/float arithmetic.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -86,6 +89,44 @@ class _SoftmaxOut:
     visited: np.ndarray
 
 
+class _Arithmetic(NamedTuple):
+    """The four operations that differ between the fixed and the float datapath."""
+
+    expo: Callable[[np.ndarray], np.ndarray]  # score difference -> log2 exponent E
+    exp2: Callable[[np.ndarray], np.ndarray]  # E -> p = 2^-E
+    mul: Callable[[np.ndarray, np.ndarray], np.ndarray]  # rescale x by a factor alpha
+    tau_e: float | None  # skip threshold on E; None never skips
+
+
+def _arithmetic(scale: tuple[np.ndarray, np.ndarray] | np.ndarray, tau: float) -> _Arithmetic:
+    """Fixed: saturating ``((diff·C) >> sh)``, the LUT exp2 unit and ``>> 15`` rescales with
+    ``τ_E = floor(256·τ + 0.5)``. Float: ``diff·c``, exact ``2^-E`` and plain products."""
+    inf = bool(np.isinf(tau))
+    if isinstance(scale, tuple):
+        mant, sh = scale
+        return _Arithmetic(
+            expo=lambda diff: np.minimum((diff * mant) >> sh, EXP_MAX_Q8),
+            exp2=exp2_neg_q15,
+            mul=lambda x, f: (x * f) >> P_FRAC_BITS,
+            tau_e=None if inf else math.floor(tau * 256 + 0.5),
+        )
+    return _Arithmetic(
+        expo=lambda diff: diff * scale,
+        exp2=lambda e: np.exp2(-e),
+        mul=lambda x, f: x * f,
+        tau_e=None if inf else tau,
+    )
+
+
+def _normalise(o: np.ndarray, den: np.ndarray, started: np.ndarray, fixed: bool) -> np.ndarray:
+    """Final division ``o / ℓ``: fixed ``clamp_int16((o·floor(2^40/ℓ)) >> 32)`` (Q7.8), float
+    exact; lanes that saw no valid column (padding) give 0."""
+    if fixed:
+        recip = np.where(started, (np.int64(1) << 40) // np.maximum(den, 1), 0)
+        return np.clip((o * recip[:, :, None]) >> 32, -32768, 32767).astype(np.int16)
+    return np.where(started[:, :, None], o / np.where(started, den, 1.0)[:, :, None], 0.0)
+
+
 def _online_softmax(
     scores: np.ndarray,
     valid: np.ndarray,
@@ -112,33 +153,9 @@ def _online_softmax(
         :class:`_SoftmaxOut`; fixed output is int16 Q7.8, float output float64.
     """
     fixed = isinstance(scale, tuple)
-    tau_e: float | None
     b_n, l_n, t_n = scores.shape
     dt = np.int64 if fixed else np.float64
-    if fixed:
-        mant, sh = scale
-        tau_e = None if np.isinf(tau) else int(np.floor(tau * 256 + 0.5))
-
-        def expo(diff: np.ndarray) -> np.ndarray:
-            return np.minimum((diff * mant) >> sh, EXP_MAX_Q8)
-
-        def exp2(e: np.ndarray) -> np.ndarray:
-            return exp2_neg_q15(e)
-
-        def mul(x: np.ndarray, f: np.ndarray) -> np.ndarray:
-            return (x * f) >> P_FRAC_BITS
-    else:
-        tau_e = None if np.isinf(tau) else tau
-
-        def expo(diff: np.ndarray) -> np.ndarray:
-            return diff * scale
-
-        def exp2(e: np.ndarray) -> np.ndarray:
-            return np.exp2(-e)
-
-        def mul(x: np.ndarray, f: np.ndarray) -> np.ndarray:
-            return x * f
-
+    expo, exp2, mul, tau_e = _arithmetic(scale, tau)
     m: np.ndarray = np.zeros((b_n, l_n), dtype=dt)
     den: np.ndarray = np.zeros((b_n, l_n), dtype=dt)
     o: np.ndarray = np.zeros((b_n, l_n, v.shape[2]), dtype=dt)
@@ -169,9 +186,5 @@ def _online_softmax(
         skipped[rows, jj] |= skip
         visited[rows, jj] |= (j >= 0) & val.any(axis=1)
         fine[rows, :, jj] |= small
-    if fixed:
-        recip = np.where(started, (np.int64(1) << 40) // np.maximum(den, 1), 0)
-        y = np.clip((o * recip[:, :, None]) >> 32, -32768, 32767).astype(np.int16)
-    else:
-        y = np.where(started[:, :, None], o / np.where(started, den, 1.0)[:, :, None], 0.0)
+    y = _normalise(o, den, started, fixed)
     return _SoftmaxOut(output=y, skipped=skipped, fine=fine, visited=visited)

@@ -379,6 +379,10 @@ def test_attention_rejects_bad_input():
         dl.attention(q, k, v, theta=1, window=0, tau=4)
     with pytest.raises(ValueError, match="tau"):
         dl.attention(q, k, v, theta=1, window=2, tau=0)
+    with pytest.raises(ValueError, match="tau"):
+        dl.attention(q, k, v, theta=1, window=2, tau=True)
+    same = dl.attention(q, k, v, theta=1, window=2, tau=np.float64(4.0))
+    assert np.array_equal(same.output, dl.attention(q, k, v, **kw).output)
     with pytest.raises(ValueError, match="k_scale"):
         dl.attention(q, k, v, k_scale=[1.0, -1.0], **kw)
     with pytest.raises(TypeError, match="theta"):
@@ -388,6 +392,10 @@ def test_attention_rejects_bad_input():
 def test_decode_rejects_bad_input():
     with pytest.raises(ValueError, match="Hq=3 is not a multiple of Hkv=2"):
         dl.init_decode(3, 2, 8, 8, theta=1, window=2, tau=4)
+    with pytest.raises(ValueError, match="tau"):
+        dl.init_decode(4, 2, 8, 8, theta=1, window=2, tau=float("nan"))
+    with pytest.raises(TypeError, match="theta"):
+        dl.init_decode(4, 2, 8, 8, theta=1.5, window=2, tau=4)
     state = dl.init_decode(4, 2, 8, 8, theta=1, window=2, tau=4)
     z = np.zeros((2, 8), dtype=np.int8)
     with pytest.raises(ValueError, match=r"q: expected shape \(4, 8\)"):
