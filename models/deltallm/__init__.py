@@ -6,7 +6,8 @@
   ``q·k̂`` elsewhere, evaluated directly or as the incremental delta chain;
 * :func:`attention` — prefill attention with the VSSOS online softmax, in the bit-exact
   fixed-point mode or the float64 algorithmic mode, with sparsity statistics;
-* :func:`init_decode` / :func:`decode_step` — the same per-row computation one token at a time;
+* :func:`init_decode` / :func:`append_prompt` / :func:`decode_step` — the same per-row
+  computation one token at a time;
 * the fixed-point units: :data:`EXP2_LUT_Q15`, :func:`exp2_neg_q15`, :func:`log2_scale`,
   :func:`quantize_int8`.
 

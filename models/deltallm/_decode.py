@@ -7,7 +7,8 @@ buffer and the sinks in the exact region and the incremental delta chain ``Î£ qÂ
 VSSOS then runs with ``P_q = 1`` (``L = G`` lanes) in the same column order as prefill, so the
 output row is bit-identical to prefill row ``t`` computed with ``query_block=1``.
 
-Public: :class:`DecodeState`, :func:`init_decode`, :func:`decode_step`.
+Public: :class:`DecodeOptions`, :class:`DecodeState`, :func:`init_decode`,
+:func:`append_prompt`, :func:`decode_step`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ._delta import _check_encoder_args, encode_delta_row
 from ._scores import score_regions
 from ._vssos import COLUMN_ORDERS, DENOM_MODES, _online_softmax, column_order
 
-__all__ = ["DecodeOptions", "DecodeState", "decode_step", "init_decode"]
+__all__ = ["DecodeOptions", "DecodeState", "append_prompt", "decode_step", "init_decode"]
 
 
 @dataclass(frozen=True)
@@ -175,20 +176,76 @@ def init_decode(
     )
 
 
-def _check_step(state: DecodeState, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
-    """Raise TypeError/ValueError for a decode step's inputs."""
+def _check_token(state: DecodeState, name: str, x: np.ndarray, shape: tuple[int, ...]) -> None:
+    """Raise TypeError/ValueError for one decode input of the wrong shape, dtype or value."""
+    if x.shape != shape:
+        raise ValueError(f"{name}: expected shape {shape}, got {x.shape}")
+    if state.options.mode == "fixed":
+        if x.dtype != np.int8:
+            raise TypeError(f"{name}: fixed mode needs int8, got dtype {x.dtype}")
+    elif not np.issubdtype(x.dtype, np.floating):
+        raise TypeError(f"{name}: float mode needs a float dtype, got {x.dtype}")
+    elif not np.all(np.isfinite(x)):
+        raise ValueError(f"{name}: holds NaN or Inf")
+
+
+def _append_token(state: DecodeState, k: np.ndarray, v: np.ndarray) -> DecodeState:
+    """Encode key ``k`` ``[Hkv, d]`` as token ``t = state.n_tokens`` and store it with ``v``."""
+    o, t = state.options, state.n_tokens
+    delta, keep, memory = encode_delta_row(
+        k,
+        state.memory,
+        state.prev_key,
+        t=t,
+        theta=o.theta,
+        delta_mode=o.delta_mode,
+        refresh_period=o.refresh_period,
+        n_sink=o.n_sink,
+    )
+    kf = k.astype(state.memory.dtype)
+    ring, sinks = state.ring_keys.copy(), state.sink_keys.copy()
+    ring[:, t % o.window] = kf
+    if t < o.n_sink:
+        sinks[:, t] = kf
+    return replace(
+        state,
+        deltas=np.concatenate([state.deltas, delta[:, None]], axis=1),
+        mask=np.concatenate([state.mask, keep[:, None]], axis=1),
+        memory=memory,
+        prev_key=kf,
+        ring_keys=ring,
+        sink_keys=sinks,
+        values=np.concatenate([state.values, v.astype(state.values.dtype)[:, None]], axis=1),
+    )
+
+
+def append_prompt(state: DecodeState, k: npt.ArrayLike, v: npt.ArrayLike) -> DecodeState:
+    """Fill the cache with a prompt's keys and values before decoding.
+
+    The prompt's own outputs come from :func:`~._attention.attention`; this only builds the
+    cache state that prefill leaves behind (deltas, memory, ring buffer, sinks, values), so
+    decoding continues exactly as if every prompt token had been decoded.
+
+    Args:
+        state: the cache after ``t`` tokens (usually empty).
+        k: ``[Hkv, T, d]`` post-RoPE keys (int8 fixed / float float mode).
+        v: ``[Hkv, T, dv]`` values.
+
+    Returns:
+        The cache after ``t + T`` tokens.
+
+    Raises:
+        TypeError, ValueError: wrong dtype, shape or values.
+    """
+    ka, va = np.asarray(k), np.asarray(v)
     hkv, d = state.memory.shape
-    shapes = {"q": (state.c_head.shape[0], d), "k": (hkv, d), "v": (hkv, state.values.shape[2])}
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        if x.shape != shapes[name]:
-            raise ValueError(f"{name}: expected shape {shapes[name]}, got {x.shape}")
-        if state.options.mode == "fixed":
-            if x.dtype != np.int8:
-                raise TypeError(f"{name}: fixed mode needs int8, got dtype {x.dtype}")
-        elif not np.issubdtype(x.dtype, np.floating):
-            raise TypeError(f"{name}: float mode needs a float dtype, got {x.dtype}")
-        elif not np.all(np.isfinite(x)):
-            raise ValueError(f"{name}: holds NaN or Inf")
+    if ka.ndim != 3 or va.ndim != 3 or ka.shape[1] != va.shape[1]:
+        raise ValueError(f"k, v: expected [Hkv, T, d] and [Hkv, T, dv], got {ka.shape}, {va.shape}")
+    for t in range(ka.shape[1]):
+        _check_token(state, "k", ka[:, t], (hkv, d))
+        _check_token(state, "v", va[:, t], (hkv, state.values.shape[2]))
+        state = _append_token(state, ka[:, t], va[:, t])
+    return state
 
 
 def decode_step(
@@ -207,34 +264,13 @@ def decode_step(
         after ``t + 1`` tokens.
     """
     qa, ka, va = np.asarray(q), np.asarray(k), np.asarray(v)
-    _check_step(state, qa, ka, va)
-    o = state.options
-    t, w, n_sink, hq, hkv = state.n_tokens, o.window, o.n_sink, qa.shape[0], ka.shape[0]
-    delta, keep, memory = encode_delta_row(
-        ka,
-        state.memory,
-        state.prev_key,
-        t=t,
-        theta=o.theta,
-        delta_mode=o.delta_mode,
-        refresh_period=o.refresh_period,
-        n_sink=n_sink,
-    )
-    kf = ka.astype(state.memory.dtype)
-    ring, sinks = state.ring_keys.copy(), state.sink_keys.copy()
-    ring[:, t % w] = kf
-    if t < n_sink:
-        sinks[:, t] = kf
-    new = replace(
-        state,
-        deltas=np.concatenate([state.deltas, delta[:, None]], axis=1),
-        mask=np.concatenate([state.mask, keep[:, None]], axis=1),
-        memory=memory,
-        prev_key=kf,
-        ring_keys=ring,
-        sink_keys=sinks,
-        values=np.concatenate([state.values, va.astype(state.values.dtype)[:, None]], axis=1),
-    )
+    hkv, d = state.memory.shape
+    _check_token(state, "q", qa, (state.c_head.shape[0], d))
+    _check_token(state, "k", ka, (hkv, d))
+    _check_token(state, "v", va, (hkv, state.values.shape[2]))
+    new = _append_token(state, ka, va)
+    o, t, hq = state.options, state.n_tokens, qa.shape[0]
+    w, n_sink, ring, sinks = o.window, o.n_sink, new.ring_keys, new.sink_keys
     dt = np.int64 if o.mode == "fixed" else np.float64
     g = hq // hkv
     q64 = qa.astype(dt).reshape(hkv, g, -1)

@@ -188,11 +188,13 @@ def test_exact_keys_no_skip_equal_dense_integer_attention(theta, window):
 @pytest.mark.parametrize("theta", [3, 10, 40])
 def test_window_covering_the_prompt_equals_dense(theta):
     q, k, v = _data(30 + theta)
-    dense = dl.attention(q, k, v, theta=0, window=21, tau=5, **SCALES)
-    res = dl.attention(q, k, v, theta=theta, window=21, tau=5, **SCALES)
-    assert res.delta_keys.sparsity > 0
-    assert np.array_equal(res.output, dense.output)
-    assert res.stats.structured_sparsity == dense.stats.structured_sparsity
+    res = dl.attention(q, k, v, theta=theta, window=21, tau=2, **SCALES)
+    dense = np.einsum("htd,hsd->hts", q.astype(np.int64), np.repeat(k, 2, axis=0).astype(np.int64))
+    dense = np.where(np.tril(np.ones((21, 21), dtype=bool)), dense, 0)
+    want, skipped = _vssos_oracle(dense, v, _c_head(), 2, 4, 2, "full", "ascending", 21)
+    assert res.delta_keys.sparsity > 0 and skipped.any()
+    assert np.array_equal(res.output, want)
+    assert np.array_equal(res.skipped, skipped)
 
 
 @pytest.mark.parametrize(
@@ -332,6 +334,19 @@ def test_decode_row_equals_prefill_row(opts):
     assert np.array_equal(state.memory, pre.delta_keys.memory)
 
 
+@pytest.mark.parametrize("prompt", [1, 6, 13])
+def test_decode_after_prompt_equals_prefill_rows(prompt):
+    q, k, v = _data(63, t=20)
+    opts = dict(theta=5, window=4, tau=1.5, n_sink=2, refresh_period=7, **SCALES)
+    pre = dl.attention(q, k, v, query_block=1, **opts)
+    state = dl.append_prompt(dl.init_decode(4, 2, 8, 8, **opts), k[:, :prompt], v[:, :prompt])
+    assert state.n_tokens == prompt
+    for t in range(prompt, 20):
+        y, state = dl.decode_step(state, q[:, t], k[:, t], v[:, t])
+        assert np.array_equal(y, pre.output[:, t])
+    assert np.array_equal(state.deltas, pre.delta_keys.deltas)
+
+
 def test_decode_equals_blocked_prefill_without_skipping():
     q, k, v = _data(61, t=19)
     pre = dl.attention(q, k, v, theta=5, window=3, tau=math.inf, query_block=4, **SCALES)
@@ -402,3 +417,10 @@ def test_decode_rejects_bad_input():
         dl.decode_step(state, z, z, z)
     with pytest.raises(TypeError, match="int8"):
         dl.decode_step(state, np.zeros((4, 8)), z, z)
+    with pytest.raises(ValueError, match="expected"):
+        dl.append_prompt(state, np.zeros((2, 3, 8), dtype=np.int8), np.zeros((2, 4, 8), np.int8))
+    with pytest.raises(TypeError, match="k: fixed mode needs int8"):
+        dl.append_prompt(state, np.zeros((2, 3, 8)), np.zeros((2, 3, 8), dtype=np.int8))
+    fstate = dl.init_decode(4, 2, 8, 8, theta=0.5, window=2, tau=4, mode="float")
+    with pytest.raises(ValueError, match="v: holds NaN or Inf"):
+        dl.decode_step(fstate, np.zeros((4, 8)), np.zeros((2, 8)), np.full((2, 8), np.inf))
