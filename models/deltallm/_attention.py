@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -158,7 +159,7 @@ def _lane_scale(mode: str, c_head: np.ndarray, n_kv: int, nb: int, block: int):
     )
 
 
-def _check_options(opts: dict) -> None:
+def _check_options(opts: dict[str, Any]) -> None:
     """Raise ValueError for a bad scalar option of :func:`attention`."""
     _check_choice("mode", opts["mode"], MODES)
     _check_choice("denom_mode", opts["denom_mode"], DENOM_MODES)
@@ -166,8 +167,7 @@ def _check_options(opts: dict) -> None:
     _check_choice("delta_eval", opts["delta_eval"], DELTA_EVALS)
     _check_int("window", opts["window"], 1)
     _check_int("query_block", opts["query_block"], 1)
-    tau = opts["tau"]
-    _check_tau(tau)
+    _check_tau(opts["tau"])
 
 
 def _stats(
