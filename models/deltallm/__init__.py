@@ -1,0 +1,32 @@
+"""DeltaLLM bit-exact reference ([DELTALLM]): Delta-Key sparse attention with VSSOS.
+
+* :func:`encode_delta_keys` / :class:`DeltaKeys` — K-only delta encoding along the sequence
+  axis (memory or naive form, threshold ``theta``, optional refresh and sinks);
+* :func:`hybrid_scores` — exact scores in the local window and on the sinks, delta scores
+  ``q·k̂`` elsewhere, evaluated directly or as the incremental delta chain;
+* :func:`attention` — prefill attention with the VSSOS online softmax, in the bit-exact
+  fixed-point mode or the float64 algorithmic mode, with sparsity statistics;
+* :func:`init_decode` / :func:`append_prompt` / :func:`decode_step` — the same per-row
+  computation one token at a time;
+* the fixed-point units: :data:`EXP2_LUT_Q15`, :func:`exp2_neg_q15`, :func:`log2_scale`,
+  :func:`quantize_int8`.
+
+See ``docs/deltallm.md`` for the formats and the order of operations.
+"""
+
+from . import _attention, _decode, _delta, _fixed, _scores, _vssos
+from ._attention import *  # noqa: F403  (curated by each module's __all__)
+from ._decode import *  # noqa: F403
+from ._delta import *  # noqa: F403
+from ._fixed import *  # noqa: F403
+from ._scores import *  # noqa: F403
+from ._vssos import *  # noqa: F403
+
+__all__ = [
+    *_attention.__all__,
+    *_decode.__all__,
+    *_delta.__all__,
+    *_fixed.__all__,
+    *_scores.__all__,
+    *_vssos.__all__,
+]
