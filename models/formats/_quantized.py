@@ -387,9 +387,10 @@ def _scale_code_range(spec: FormatSpec) -> tuple[int, int] | None:
     sf = getattr(spec, "scale_fmt", None)
     if sf is not None:
         return int(sf.min_code), int(sf.max_code)
-    if hasattr(spec, "x_min") and hasattr(spec, "scale_bias"):
-        bias = int(spec.scale_bias)
-        return int(spec.x_min) + bias, int(spec.x_max) + bias
+    x_min, x_max = getattr(spec, "x_min", None), getattr(spec, "x_max", None)
+    bias = getattr(spec, "scale_bias", None)
+    if x_min is not None and x_max is not None and bias is not None:
+        return int(x_min) + int(bias), int(x_max) + int(bias)
     if getattr(spec, "name", "").startswith("hbq"):
         from ._scale import E5M3
 
