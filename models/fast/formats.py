@@ -185,6 +185,50 @@ def _exact_quotient_index(q, vtop, mode, neg, is_int, emin, mbits):
     return hi + ((mant + bias) >> sh)
 
 
+THRESHOLD_MIDS = 8
+"""Most element-grid midpoints (virtual overflow point included) for which
+:func:`absmax_scale_kernel` rounds elements by counting thresholds (E2M1 and INT4 have 8)."""
+
+
+@njit(cache=True, inline="always")
+def _threshold_index(a, t0, t1, t2, t3, t4, t5, t6, t7, mode, neg):
+    """Nearest-rounding magnitude index of ``a`` on a grid whose scaled midpoints are the
+    increasing thresholds ``t0..t7`` (exact products ``midpoint * scale``; unused ones +inf).
+
+    The index is the number of thresholds below ``a``; when ``a`` equals the next threshold
+    (the count of thresholds ``<= a`` is one more), the tie goes up for half_away, for RNE when
+    the lower index is odd (up to the even code), and for half_up when ``a`` is positive:
+    exactly the decision of :func:`_nearest_index`, as straight-line compares.
+    """
+    gt = (
+        np.int64(a > t0)
+        + np.int64(a > t1)
+        + np.int64(a > t2)
+        + np.int64(a > t3)
+        + np.int64(a > t4)
+        + np.int64(a > t5)
+        + np.int64(a > t6)
+        + np.int64(a > t7)
+    )
+    ge = (
+        np.int64(a >= t0)
+        + np.int64(a >= t1)
+        + np.int64(a >= t2)
+        + np.int64(a >= t3)
+        + np.int64(a >= t4)
+        + np.int64(a >= t5)
+        + np.int64(a >= t6)
+        + np.int64(a >= t7)
+    )
+    if mode == 0:
+        up = gt & 1
+    elif mode == 1:
+        up = np.int64(1)
+    else:
+        up = 1 - np.int64(neg)
+    return gt + (ge - gt) * up  # fmt: skip
+
+
 @njit(cache=True, inline="always")
 def _signed_code(k, neg, is_int, bits):
     """Code of magnitude index k (already within range) with the sign ``neg`` (branch-free:
@@ -327,8 +371,8 @@ def block_amax_kernel(x, block):
 
 @njit(cache=True)
 def absmax_scale_kernel(x, block, amax_b, ratio_f32, den_f32, divisor, smids, svals, seven, smode,
-                        smin_code, zero_code, t_scale, s_bits, s_vtop, s_emin, s_mbits, vtop, n,
-                        mode, is_int, bits, kpos, kneg, emin, mbits):  # fmt: skip
+                        smin_code, zero_code, t_scale, s_bits, s_vtop, s_emin, s_mbits, emids, vtop,
+                        n, mode, is_int, bits, kpos, kneg, emin, mbits):  # fmt: skip
     """Absmax-scaled block quantization (NVFP4, the HBQ repo's NVFP4, INT with a scale format).
 
     Rows ``x`` (R, L) are split into blocks of ``block`` as in :func:`shared_exp_kernel`. Per
@@ -342,6 +386,12 @@ def absmax_scale_kernel(x, block, amax_b, ratio_f32, den_f32, divisor, smids, sv
     value on a minifloat grid (``s_vtop``, ``s_emin``, ``s_mbits``, code = index), so it is
     rounded by :func:`_exact_quotient_index` instead of the binary search.
 
+    ``emids`` (float64, the ``n - 1`` midpoints of the element grid, or empty): when it holds
+    at most :data:`THRESHOLD_MIDS` midpoints (E2M1, INT4), each block's scale turns them into
+    exact thresholds ``emids * s`` once, and every element is rounded by counting the
+    thresholds below ``|x|`` (:func:`_threshold_index`) instead of :func:`_nearest_index`:
+    branch-free compares that LLVM vectorizes, with the same exact comparisons.
+
     Returns:
         (uint8 element codes (R, nb * block), int64 scale codes (R * nb)).
     """
@@ -349,6 +399,10 @@ def absmax_scale_kernel(x, block, amax_b, ratio_f32, den_f32, divisor, smids, sv
     nb = (L + block - 1) // block
     codes = np.zeros((R, nb * block), dtype=np.uint8)
     scodes = np.zeros(R * nb, dtype=np.int64)
+    nm = emids.size
+    use_thr = 0 < nm <= THRESHOLD_MIDS and mode <= 2
+    # Per row: every block's thresholds (row of +inf: all thresholds unused, codes 0).
+    thr = np.full((nb if use_thr else 0, THRESHOLD_MIDS), np.inf)
     for r in range(R):
         for bi in range(nb):
             b = r * nb + bi
@@ -368,12 +422,18 @@ def absmax_scale_kernel(x, block, amax_b, ratio_f32, den_f32, divisor, smids, sv
                 code = zero_code
             scodes[b] = code
             s = svals[code - smin_code] * t_scale
+            if use_thr:
+                # Exact products (a midpoint has few significant bits, as in the reference).
+                # A zero scale keeps +inf everywhere, so that every code is 0.
+                for m in range(nm):
+                    thr[bi, m] = emids[m] * s if s != 0.0 else np.inf
+                continue
             if s == 0.0:
                 continue
-            inv = 1.0 / s  # an estimate when s is not a power of two: the fix-up makes it exact
             j0 = bi * block
             xseg = x[r, j0 : min(j0 + block, L)]
             cseg = codes[r, j0 : j0 + xseg.size]
+            inv = 1.0 / s  # an estimate when s is not a power of two: the fix-up makes it exact
             for j in range(xseg.size):
                 v = np.float64(xseg[j])
                 neg = v.view(np.int64) < 0  # the sign bit (-0.0 included)
@@ -381,7 +441,42 @@ def absmax_scale_kernel(x, block, amax_b, ratio_f32, den_f32, divisor, smids, sv
                 k = _nearest_index(a, s, a * inv, vtop, n, mode, neg, is_int, emin, mbits)
                 k = min(k, kneg if neg else kpos)
                 cseg[j] = _signed_code(k, neg, is_int, bits)
+        if use_thr:
+            _threshold_row(x[r], codes[r], thr, block, mode, is_int, bits, kpos, kneg)
     return codes, scodes
+
+
+@njit(cache=True)
+def _threshold_row(xrow, crow, thr, block, mode, is_int, bits, kpos, kneg):
+    """Element codes of one row by :func:`_threshold_index`, block ``bi`` against the exact
+    thresholds ``thr[bi]`` (one loop per element kind and mode, each free of branches, so that
+    LLVM vectorizes it)."""
+    L = xrow.size
+    for bi in range(thr.shape[0]):
+        j0 = bi * block
+        xseg = xrow[j0 : min(j0 + block, L)]
+        cseg = crow[j0 : j0 + xseg.size]
+        t0, t1, t2, t3 = thr[bi, 0], thr[bi, 1], thr[bi, 2], thr[bi, 3]
+        t4, t5, t6, t7 = thr[bi, 4], thr[bi, 5], thr[bi, 6], thr[bi, 7]
+        if is_int:
+            for j in range(xseg.size):
+                v = np.float64(xseg[j])
+                neg = v.view(np.int64) < 0  # the sign bit (-0.0 included)
+                k = _threshold_index(abs(v), t0, t1, t2, t3, t4, t5, t6, t7, mode, neg)
+                k = min(k, kpos + (kneg - kpos) * np.int64(neg))
+                cseg[j] = _signed_code(k, neg, True, bits)
+        elif mode == 0:
+            for j in range(xseg.size):
+                v = np.float64(xseg[j])
+                neg = v.view(np.int64) < 0
+                k = _threshold_index(abs(v), t0, t1, t2, t3, t4, t5, t6, t7, 0, neg)
+                cseg[j] = _signed_code(min(k, kpos), neg, False, bits)
+        else:
+            for j in range(xseg.size):
+                v = np.float64(xseg[j])
+                neg = v.view(np.int64) < 0
+                k = _threshold_index(abs(v), t0, t1, t2, t3, t4, t5, t6, t7, mode, neg)
+                cseg[j] = _signed_code(min(k, kpos), neg, False, bits)
 
 
 @njit(cache=True)
