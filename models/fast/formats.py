@@ -185,6 +185,59 @@ def _exact_quotient_index(q, vtop, mode, neg, is_int, emin, mbits):
     return hi + ((mant + bias) >> sh)
 
 
+THRESHOLD_MIDS = 8
+"""Most element-grid midpoints (virtual overflow point included) for which
+:func:`absmax_scale_kernel` rounds elements by counting thresholds (E2M1 and INT4 have 8)."""
+
+
+@njit(cache=True, inline="always")
+def _threshold_index(a, t0, t1, t2, t3, t4, t5, t6, t7, mode, neg):
+    """Nearest-rounding magnitude index of ``a`` on a grid whose scaled midpoints are the
+    increasing thresholds ``t0..t7`` (exact products ``midpoint * scale``; unused ones +inf).
+
+    The index is the number of thresholds that ``a`` passes. At most one threshold can equal
+    ``a``; threshold ``t_m`` lies between indices ``m`` and ``m + 1``, so a tie there goes up
+    when ``a >= t_m`` counts and down when ``a > t_m`` does: RNE counts ``>=`` at odd ``m``
+    (up to the even index), half_away counts ``>=`` everywhere, half_up counts ``>=`` for a
+    positive value and ``>`` for a negative one. These are exactly the decisions of
+    :func:`_nearest_index`, as eight straight-line compares (sixteen for half_up).
+    """
+    if mode == 0:
+        return (
+            np.int32(a > t0)
+            + np.int32(a >= t1)
+            + np.int32(a > t2)
+            + np.int32(a >= t3)
+            + np.int32(a > t4)
+            + np.int32(a >= t5)
+            + np.int32(a > t6)
+            + np.int32(a >= t7)
+        )
+    ge = (
+        np.int32(a >= t0)
+        + np.int32(a >= t1)
+        + np.int32(a >= t2)
+        + np.int32(a >= t3)
+        + np.int32(a >= t4)
+        + np.int32(a >= t5)
+        + np.int32(a >= t6)
+        + np.int32(a >= t7)
+    )
+    if mode == 1:
+        return ge
+    gt = (
+        np.int32(a > t0)
+        + np.int32(a > t1)
+        + np.int32(a > t2)
+        + np.int32(a > t3)
+        + np.int32(a > t4)
+        + np.int32(a > t5)
+        + np.int32(a > t6)
+        + np.int32(a > t7)
+    )
+    return gt if neg else ge  # fmt: skip
+
+
 @njit(cache=True, inline="always")
 def _signed_code(k, neg, is_int, bits):
     """Code of magnitude index k (already within range) with the sign ``neg`` (branch-free:
@@ -327,8 +380,8 @@ def block_amax_kernel(x, block):
 
 @njit(cache=True)
 def absmax_scale_kernel(x, block, amax_b, ratio_f32, den_f32, divisor, smids, svals, seven, smode,
-                        smin_code, zero_code, t_scale, s_bits, s_vtop, s_emin, s_mbits, vtop, n,
-                        mode, is_int, bits, kpos, kneg, emin, mbits):  # fmt: skip
+                        smin_code, zero_code, t_scale, s_bits, s_vtop, s_emin, s_mbits, emids, vtop,
+                        n, mode, is_int, bits, kpos, kneg, emin, mbits):  # fmt: skip
     """Absmax-scaled block quantization (NVFP4, the HBQ repo's NVFP4, INT with a scale format).
 
     Rows ``x`` (R, L) are split into blocks of ``block`` as in :func:`shared_exp_kernel`. Per
@@ -342,6 +395,12 @@ def absmax_scale_kernel(x, block, amax_b, ratio_f32, den_f32, divisor, smids, sv
     value on a minifloat grid (``s_vtop``, ``s_emin``, ``s_mbits``, code = index), so it is
     rounded by :func:`_exact_quotient_index` instead of the binary search.
 
+    ``emids`` (float64, the ``n - 1`` midpoints of the element grid, or empty): when it holds
+    at most :data:`THRESHOLD_MIDS` midpoints (E2M1, INT4), each block's scale turns them into
+    exact thresholds ``emids * s`` once, and every element is rounded by counting the
+    thresholds below ``|x|`` (:func:`_threshold_index`) instead of :func:`_nearest_index`:
+    branch-free compares that LLVM vectorizes, with the same exact comparisons.
+
     Returns:
         (uint8 element codes (R, nb * block), int64 scale codes (R * nb)).
     """
@@ -349,7 +408,19 @@ def absmax_scale_kernel(x, block, amax_b, ratio_f32, den_f32, divisor, smids, sv
     nb = (L + block - 1) // block
     codes = np.zeros((R, nb * block), dtype=np.uint8)
     scodes = np.zeros(R * nb, dtype=np.int64)
+    nm = emids.size
+    use_thr = 0 < nm <= THRESHOLD_MIDS and mode <= 2
+    # Per row: every block's thresholds (row of +inf: all thresholds unused, codes 0).
+    thr = np.full((nb if use_thr else 0, THRESHOLD_MIDS), np.inf)
     for r in range(R):
+        if use_thr and ratio_f32 and s_bits:
+            # NVFP4: a small loop of its own for the scales, which LLVM compiles tighter
+            # (several times faster) than the general block loop below.
+            _ratio_scales_row(amax_b[r * nb : (r + 1) * nb], den_f32, s_vtop, smode, s_emin,
+                              s_mbits, svals, smin_code, zero_code, t_scale, emids,
+                              scodes[r * nb : (r + 1) * nb], thr)  # fmt: skip
+            _threshold_row(x[r], codes[r], thr, block, mode, is_int, bits, kpos, kneg)
+            continue
         for bi in range(nb):
             b = r * nb + bi
             amax = amax_b[b]
@@ -368,12 +439,18 @@ def absmax_scale_kernel(x, block, amax_b, ratio_f32, den_f32, divisor, smids, sv
                 code = zero_code
             scodes[b] = code
             s = svals[code - smin_code] * t_scale
+            if use_thr:
+                # Exact products (a midpoint has few significant bits, as in the reference).
+                # A zero scale keeps +inf everywhere, so that every code is 0.
+                for m in range(nm):
+                    thr[bi, m] = emids[m] * s if s != 0.0 else np.inf
+                continue
             if s == 0.0:
                 continue
-            inv = 1.0 / s  # an estimate when s is not a power of two: the fix-up makes it exact
             j0 = bi * block
             xseg = x[r, j0 : min(j0 + block, L)]
             cseg = codes[r, j0 : j0 + xseg.size]
+            inv = 1.0 / s  # an estimate when s is not a power of two: the fix-up makes it exact
             for j in range(xseg.size):
                 v = np.float64(xseg[j])
                 neg = v.view(np.int64) < 0  # the sign bit (-0.0 included)
@@ -381,7 +458,63 @@ def absmax_scale_kernel(x, block, amax_b, ratio_f32, den_f32, divisor, smids, sv
                 k = _nearest_index(a, s, a * inv, vtop, n, mode, neg, is_int, emin, mbits)
                 k = min(k, kneg if neg else kpos)
                 cseg[j] = _signed_code(k, neg, is_int, bits)
+        if use_thr:
+            _threshold_row(x[r], codes[r], thr, block, mode, is_int, bits, kpos, kneg)
     return codes, scodes
+
+
+@njit(cache=True)
+def _ratio_scales_row(amax, den_f32, s_vtop, smode, s_emin, s_mbits, svals, smin_code,
+                      zero_code, t_scale, emids, scodes, thr):  # fmt: skip
+    """NVFP4's scale codes of one row's blocks (``scodes``) and their element thresholds
+    (``thr``), as in :func:`absmax_scale_kernel`: the float32 ratio ``amax / den_f32`` rounded
+    on the scale's minifloat grid by :func:`_exact_quotient_index`, code 0 replaced by
+    ``zero_code`` when that is >= 0, thresholds ``emids * s`` (+inf for a zero scale)."""
+    nm = emids.size
+    for bi in range(amax.size):
+        q = np.float64(np.float32(amax[bi]) / den_f32)
+        k = _exact_quotient_index(q, s_vtop, smode, False, False, s_emin, s_mbits)
+        code = min(k, svals.size - 1) + smin_code
+        if code == 0 and zero_code >= 0:
+            code = zero_code
+        scodes[bi] = code
+        s = svals[code - smin_code] * t_scale
+        sx = s if s != 0.0 else np.inf  # a zero scale: no threshold counts, every code is 0
+        for m in range(nm):
+            thr[bi, m] = emids[m] * sx
+
+
+@njit(cache=True)
+def _threshold_row(xrow, crow, thr, block, mode, is_int, bits, kpos, kneg):
+    """Element codes of one row by :func:`_threshold_index`, block ``bi`` against the exact
+    thresholds ``thr[bi]`` (one loop per element kind and mode, each free of branches, so that
+    LLVM vectorizes it)."""
+    L = xrow.size
+    for bi in range(thr.shape[0]):
+        j0 = bi * block
+        xseg = xrow[j0 : min(j0 + block, L)]
+        cseg = crow[j0 : j0 + xseg.size]
+        t0, t1, t2, t3 = thr[bi, 0], thr[bi, 1], thr[bi, 2], thr[bi, 3]
+        t4, t5, t6, t7 = thr[bi, 4], thr[bi, 5], thr[bi, 6], thr[bi, 7]
+        if is_int:
+            for j in range(xseg.size):
+                v = np.float64(xseg[j])
+                neg = v < 0.0  # -0.0 needs no sign: its code is 0 either way
+                k = _threshold_index(abs(v), t0, t1, t2, t3, t4, t5, t6, t7, mode, neg)
+                k = min(k, kpos + (kneg - kpos) * np.int64(neg))
+                cseg[j] = _signed_code(k, neg, True, bits)
+        elif mode == 0:
+            for j in range(xseg.size):
+                v = np.float64(xseg[j])
+                neg = v < 0.0
+                k = _threshold_index(abs(v), t0, t1, t2, t3, t4, t5, t6, t7, 0, neg)
+                cseg[j] = _signed_code(min(k, kpos), neg, False, bits)
+        else:
+            for j in range(xseg.size):
+                v = np.float64(xseg[j])
+                neg = v < 0.0
+                k = _threshold_index(abs(v), t0, t1, t2, t3, t4, t5, t6, t7, mode, neg)
+                cseg[j] = _signed_code(min(k, kpos), neg, False, bits)
 
 
 @njit(cache=True)

@@ -467,7 +467,7 @@ class AbsmaxSpec:
             x2, block, amax_b, self.kind == "nvfp4", den, float(self.divisor),
             grid.mids, grid.values, grid.even, fast.MODE_CODES[self.scale_rounding],
             sf.min_code, self.zero_code, float(s_t), s_bits, s_vtop, 1 - sf.bias, sf.mbits,
-            *_kernel_elem_args(self.elem, rounding),
+            el._elem_grid(self.elem).mids, *_kernel_elem_args(self.elem, rounding),
         )  # fmt: skip
         return codes, scodes, s_t
 

@@ -384,3 +384,53 @@ def test_exact_quotient_index_equals_the_fix_up_rounding(name):
                 fast._nearest_index(v, 1.0, v, vtop, n, mode, neg, is_int, emin, mbits) for v in q
             ]
             assert got == want, (mode, neg)
+
+
+@pytest.mark.parametrize("name", ["e2m1", "int4"])
+def test_threshold_index_equals_the_fix_up_rounding(name):
+    """NVFP4 and INT4 elements are rounded by counting exact thresholds ``midpoint * s``; that
+    must equal the fix-up rounding on every grid value, midpoint and float64 neighbour (times a
+    non-power-of-two scale), past the maximum, on zero and tiny values, for every mode and sign,
+    and with unused threshold slots (+inf)."""
+    from coaccel.models.formats._elem import _elem_grid, _kernel_params
+
+    fmt = ELEMENT_FORMATS[name]
+    vtop, n, is_int, _, _, _, emin, mbits = _kernel_params(fmt)
+    emids = _elem_grid(fmt).mids
+    assert emids.size == fast.THRESHOLD_MIDS
+    rng = np.random.default_rng(12)
+    for s in (1.0, 2.0**-30, 3.0, 0.3125, float(np.float32(1 / 3)) * 448.0 * 1.125):
+        pts = np.concatenate([_elem_grid(fmt).values, emids, [vtop * 3]]) * s
+        a = np.concatenate([
+            pts, np.nextafter(pts, 0), np.nextafter(pts, np.inf), [0.0, 5e-324, 1e-310],
+            rng.uniform(0, vtop * 1.2 * s, 1000),
+        ])  # fmt: skip
+        thr = emids * s
+        for mode in range(3):
+            for neg in (False, True):
+                got = [fast._threshold_index(v, *thr, mode, neg) for v in a]
+                want = [
+                    fast._nearest_index(v, s, v / s, vtop, n, mode, neg, is_int, emin, mbits)
+                    for v in a
+                ]
+                assert got == want, (s, mode, neg)
+                # Fewer midpoints: the slots past them hold +inf and never count.
+                t6 = np.concatenate([thr[:6], [np.inf, np.inf]])
+                got6 = [min(fast._threshold_index(v, *t6, mode, neg), 6) for v in a]
+                assert got6 == [min(k, 6) for k in want], (s, mode, neg)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nvfp4_threshold_path_ragged_zero_and_subnormal_blocks(dtype):
+    """The NVFP4 fused kernel on ragged rows, all-zero and -0 blocks, float32 subnormals and
+    a block of ties at its own scale equals the reference for every mode."""
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((6, 53)) * 2.0 ** rng.integers(-20, 20, (6, 1))
+    x[1, :16] = 0.0
+    x[1, 16:32] = -0.0
+    x[2, 5] = 1e-40
+    x[3, :16] = 1e-41 * rng.choice([-1.0, 1.0], 16)
+    x[4, :16] = np.array([6.0, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0] * 2) * 2.0**-3
+    _assert_same(x.astype(dtype), "nvfp4", {})
+    for row in x.astype(dtype):
+        _assert_same(row, "nvfp4", {})
