@@ -81,7 +81,7 @@ class ParamRange:
 
     start: int | float | None = None
     stop: int | float | None = None
-    step: int | float | None = param(default=None, gt=0)
+    step: int | float | None = None
     log2: tuple[int, int] | None = None
 
     def validate(self) -> list[Problem | str]:
@@ -98,6 +98,8 @@ class ParamRange:
         if any(v is None for v in arith):
             missing = [n for n, v in zip(("start", "stop", "step"), arith, strict=True) if v is None]
             return [f"a range needs start, stop and step (or log2: [a, b]); missing {', '.join(missing)}"]
+        if self.step <= 0:  # type: ignore[operator]
+            return [Problem("", "step", self.step, f"{self.step} is out of range: must be > 0")]
         if self.stop < self.start:  # type: ignore[operator]
             return [
                 Problem("", "stop", self.stop, f"empty range: stop {self.stop} < start {self.start}")
@@ -425,6 +427,12 @@ def load_spec(path: str | Path) -> LoadedSpec:
             for q in e.problems:
                 problems.append(Problem(src, f"parameters.{p}", probe, f"{q.key}: {q.message}",
                                         q.valid))  # fmt: skip
+
+    st = spec.strategy
+    total = math.prod(len(v) for v in spec.values().values())
+    if st.kind == "random" and st.samples is not None and st.samples > total:
+        problems.append(Problem(src, "strategy.samples", st.samples, f"the space has only "
+                                f"{total} combinations", f"1..{total}"))  # fmt: skip
 
     workloads = {}
     for i, w in enumerate(spec.workloads):
