@@ -37,9 +37,7 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("spec", metavar="SPEC", help="sweep spec YAML (arch_configs/sweeps/*.yaml)")
-    p.add_argument(
-        "--store", metavar="PATH", required=True, type=Path, help="SQLite result store"
-    )
+    p.add_argument("--store", metavar="PATH", required=True, type=Path, help="SQLite result store")
     p.add_argument(
         "--workers", metavar="N", type=int_in(1, 1024), default=1, help="processes (default 1)"
     )
@@ -84,9 +82,7 @@ def run(args: argparse.Namespace) -> int:
             try:
                 import pyarrow  # noqa: F401
             except ImportError:
-                raise CoaccelError(
-                    "--export parquet needs pyarrow: pip install pyarrow"
-                ) from None
+                raise CoaccelError("--export parquet needs pyarrow: pip install pyarrow") from None
         export = (fmt, out_file(Path(path), "--export"))
     out_file(args.store, "--store")
     spec = load_spec(args.spec)

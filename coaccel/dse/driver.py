@@ -93,9 +93,7 @@ def _context(base_path: str, mode: str, workload: str) -> tuple[Any, Any, Any]:
     return t, base, wls[workload]
 
 
-def _evaluate_one(
-    base_path: str, mode: str, digest: str, limits: Sequence[str], pt: Point
-) -> Row:
+def _evaluate_one(base_path: str, mode: str, digest: str, limits: Sequence[str], pt: Point) -> Row:
     from ..config import config_digest, override
     from ..cost import evaluate
     from .spec import parse_expr
@@ -117,12 +115,35 @@ def _evaluate_one(
             metrics["edp_js"] = (cb.total_energy_j * seconds, "J*s")
         env = {k: v for k, (v, _) in metrics.items()}
         feasible = all(parse_expr(lim)(env) for lim in limits)
-        return Row(pt.point_id, pt.workload, dict(pt.params), cfg_digest, digest, metrics,
-                   feasible, "ok", None, started, time.perf_counter() - t0, __version__)  # fmt: skip
+        return Row(
+            pt.point_id,
+            pt.workload,
+            dict(pt.params),
+            cfg_digest,
+            digest,
+            metrics,
+            feasible,
+            "ok",
+            None,
+            started,
+            time.perf_counter() - t0,
+            __version__,
+        )
     except Exception:  # noqa: BLE001 - a failing point is recorded and the sweep goes on
-        return Row(pt.point_id, pt.workload, dict(pt.params), cfg_digest, digest, {}, None,
-                   "failed", traceback.format_exc(), started, time.perf_counter() - t0,
-                   __version__)  # fmt: skip
+        return Row(
+            pt.point_id,
+            pt.workload,
+            dict(pt.params),
+            cfg_digest,
+            digest,
+            {},
+            None,
+            "failed",
+            traceback.format_exc(),
+            started,
+            time.perf_counter() - t0,
+            __version__,
+        )
 
 
 def evaluate_points(
@@ -204,8 +225,7 @@ def _run(
         evaluated += len(rows)
         failed += sum(r.status == "failed" for r in rows)
         if progress is not None:
-            progress(Progress(len(points), len(done), evaluated, failed,
-                              time.perf_counter() - t0))  # fmt: skip
+            progress(Progress(len(points), len(done), evaluated, failed, time.perf_counter() - t0))
 
     if workers == 1 or len(batches) <= 1:
         for b in batches:

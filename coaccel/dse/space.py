@@ -104,9 +104,16 @@ def combinations(spec: SweepSpec, source: str = "<spec>") -> list[dict[str, Any]
     if st.kind == "random":
         if samples > total:
             raise ConfigError(
-                [Problem(source, "strategy.samples", samples,
-                         f"the space has only {total} combinations", f"1..{total}")]
-            )  # fmt: skip
+                [
+                    Problem(
+                        source,
+                        "strategy.samples",
+                        samples,
+                        f"the space has only {total} combinations",
+                        f"1..{total}",
+                    )
+                ]
+            )
         seen: dict[tuple[int, ...], None] = {}
         while len(seen) < samples:
             idx = tuple(int(rng.integers(0, s)) for s in sizes)

@@ -96,13 +96,20 @@ class ParamRange:
                 return [Problem("", "log2", list(self.log2), "at most 65 powers of two")]
             return []
         if any(v is None for v in arith):
-            missing = [n for n, v in zip(("start", "stop", "step"), arith, strict=True) if v is None]
-            return [f"a range needs start, stop and step (or log2: [a, b]); missing {', '.join(missing)}"]
+            missing = [
+                n for n, v in zip(("start", "stop", "step"), arith, strict=True) if v is None
+            ]
+            return [
+                "a range needs start, stop and step (or log2: [a, b]); missing "
+                + ", ".join(missing)
+            ]
         if self.step <= 0:  # type: ignore[operator]
             return [Problem("", "step", self.step, f"{self.step} is out of range: must be > 0")]
         if self.stop < self.start:  # type: ignore[operator]
             return [
-                Problem("", "stop", self.stop, f"empty range: stop {self.stop} < start {self.start}")
+                Problem(
+                    "", "stop", self.stop, f"empty range: stop {self.stop} < start {self.start}"
+                )
             ]
         return []
 
@@ -115,7 +122,9 @@ class ParamRange:
         if self.log2 is not None:
             a, b = self.log2
             return tuple(2**e for e in range(a, b + 1))
-        start, stop, step = typing.cast("tuple[float, float, float]", (self.start, self.stop, self.step))
+        start, stop, step = typing.cast(
+            "tuple[float, float, float]", (self.start, self.stop, self.step)
+        )
         n = int(math.floor((stop - start) / step + 1e-9)) + 1
         if all(isinstance(v, int) for v in (start, stop, step)):
             return tuple(start + i * step for i in range(n))
@@ -407,13 +416,24 @@ def load_spec(path: str | Path) -> LoadedSpec:
         base = t.load_arch(arch_path)
     except ConfigError as e:
         raise ConfigError(
-            [Problem(src, "base", spec.base, p.message if p.file == "<simulate>" else str(p), p.valid)
-             for p in e.problems]
-        ) from None  # fmt: skip
+            [
+                Problem(
+                    src, "base", spec.base, p.message if p.file == "<simulate>" else str(p), p.valid
+                )
+                for p in e.problems
+            ]
+        ) from None
 
     if spec.mode not in t.modes:
-        problems.append(Problem(src, "mode", spec.mode, f"{t.kind} offers modes "
-                                f"{', '.join(t.modes)}", ", ".join(t.modes)))  # fmt: skip
+        problems.append(
+            Problem(
+                src,
+                "mode",
+                spec.mode,
+                f"{t.kind} offers modes {', '.join(t.modes)}",
+                ", ".join(t.modes),
+            )
+        )
 
     dumped = dump_config(base)
     for p in spec.parameters:
@@ -425,22 +445,31 @@ def load_spec(path: str | Path) -> LoadedSpec:
             override(base, {p: probe})
         except ConfigError as e:
             for q in e.problems:
-                problems.append(Problem(src, f"parameters.{p}", probe, f"{q.key}: {q.message}",
-                                        q.valid))  # fmt: skip
+                problems.append(
+                    Problem(src, f"parameters.{p}", probe, f"{q.key}: {q.message}", q.valid)
+                )
 
     st = spec.strategy
     total = math.prod(len(v) for v in spec.values().values())
     if st.kind == "random" and st.samples is not None and st.samples > total:
-        problems.append(Problem(src, "strategy.samples", st.samples, f"the space has only "
-                                f"{total} combinations", f"1..{total}"))  # fmt: skip
+        problems.append(
+            Problem(
+                src,
+                "strategy.samples",
+                st.samples,
+                f"the space has only {total} combinations",
+                f"1..{total}",
+            )
+        )
 
     workloads = {}
     for i, w in enumerate(spec.workloads):
         try:
             workloads[w] = t.load_workload(w)
         except ConfigError as e:
-            problems.append(Problem(src, f"workloads[{i}]", w, e.problems[0].message,
-                                    e.problems[0].valid))  # fmt: skip
+            problems.append(
+                Problem(src, f"workloads[{i}]", w, e.problems[0].message, e.problems[0].valid)
+            )
 
     param_names = list(spec.parameters)
     constraints = []
@@ -452,9 +481,17 @@ def load_spec(path: str | Path) -> LoadedSpec:
             continue
         bad = [n for n in e.names if n not in spec.parameters]
         if bad:
-            problems.append(Problem(src, f"constraints[{i}]", c, f"unknown parameter "
-                                    f"{bad[0]!r}; constraints name parameters: "
-                                    f"{', '.join(param_names)}", ", ".join(param_names)))  # fmt: skip
+            problems.append(
+                Problem(
+                    src,
+                    f"constraints[{i}]",
+                    c,
+                    f"unknown parameter "
+                    f"{bad[0]!r}; constraints name parameters: "
+                    f"{', '.join(param_names)}",
+                    ", ".join(param_names),
+                )
+            )
             continue
         constraints.append(e)
 
@@ -482,16 +519,22 @@ def load_spec(path: str | Path) -> LoadedSpec:
             limits.append(e)
         for i, o in enumerate(spec.objectives):
             if o.metric not in metric_units:
-                problems.append(_unknown_metric(src, f"objectives[{i}].metric", o.metric,
-                                                o.metric, known))  # fmt: skip
+                problems.append(
+                    _unknown_metric(src, f"objectives[{i}].metric", o.metric, o.metric, known)
+                )
 
     if not problems and constraints:
         from .space import satisfiable
 
         if not satisfiable(spec, constraints):
-            problems.append(Problem(src, "constraints", list(spec.constraints),
-                                    "contradictory: no point of the space satisfies every "
-                                    "constraint"))  # fmt: skip
+            problems.append(
+                Problem(
+                    src,
+                    "constraints",
+                    list(spec.constraints),
+                    "contradictory: no point of the space satisfies every constraint",
+                )
+            )
     if problems:
         raise ConfigError(problems)
     bd = config_digest(base)

@@ -136,7 +136,9 @@ def test_unknown_base_and_workload(tmp_path):
     p.write_text(BASE.replace("hbq_e_28nm", "hbq_e_28") + "parameters: {pe_array.n_pes: [16]}\n")
     key, msg = _problem(p)
     assert key == "base" and "did you mean 'hbq_e_28nm'" in msg
-    p.write_text(BASE.replace("prefill_1024", "prefill_1k") + "parameters: {pe_array.n_pes: [16]}\n")
+    p.write_text(
+        BASE.replace("prefill_1024", "prefill_1k") + "parameters: {pe_array.n_pes: [16]}\n"
+    )
     key, msg = _problem(p)
     assert key == "workloads[0]" and "prefill_1024" in msg
 
@@ -175,7 +177,11 @@ def test_grid_order_and_size(tmp_path):
     ls = _grid_spec(tmp_path, "{kind: grid}")
     combos = combinations(ls.spec)
     assert len(combos) == 3 * 4 * 4
-    assert combos[0] == {"pe_array.n_pes": 16, "buffers.psum.size_kib": 68, "buffers.act.size_kib": 64}
+    assert combos[0] == {
+        "pe_array.n_pes": 16,
+        "buffers.psum.size_kib": 68,
+        "buffers.act.size_kib": 64,
+    }
     assert combos[1]["buffers.act.size_kib"] == 128  # last parameter varies fastest
     assert len({tuple(c.values()) for c in combos}) == 48
 
@@ -212,11 +218,16 @@ def test_constraints_filter_and_ids(tmp_path):
     constraints: ["buffers.psum.size_kib >= pe_array.n_pes * 2"]
     """
     p = _spec(tmp_path, body.replace("mode: analytical", ""))
-    p.write_text(p.read_text().replace("[llama-3.2-1b:prefill_1024]",
-                                       "[llama-3.2-1b:prefill_1024, llama-3.2-1b:prefill_512]"))
+    p.write_text(
+        p.read_text().replace(
+            "[llama-3.2-1b:prefill_1024]", "[llama-3.2-1b:prefill_1024, llama-3.2-1b:prefill_512]"
+        )
+    )
     ls = load_spec(p)
     pts = expand(ls.spec, ls.constraints, ls.digest)
-    kept = {(dict(pt.params)["pe_array.n_pes"], dict(pt.params)["buffers.psum.size_kib"]) for pt in pts}
+    kept = {
+        (dict(pt.params)["pe_array.n_pes"], dict(pt.params)["buffers.psum.size_kib"]) for pt in pts
+    }
     assert kept == {(16, 68), (16, 136), (32, 68), (32, 136), (64, 136)}
     assert len(pts) == 10 and len({pt.point_id for pt in pts}) == 10
     pt = pts[0]
