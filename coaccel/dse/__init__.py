@@ -12,7 +12,7 @@
 """
 
 from .driver import Progress, SweepSummary, evaluate_points, run_sweep
-from .space import Point, combinations, expand, point_id, satisfiable
+from .space import Point, combinations, expand, point_id
 from .spec import (
     COST_METRICS,
     Expr,
@@ -23,6 +23,7 @@ from .spec import (
     SweepSpec,
     load_spec,
     parse_expr,
+    satisfiable,
     spec_digest,
 )
 from .store import Row, Store

@@ -19,7 +19,7 @@ import numpy as np
 from ..config import ConfigError, Problem
 from .spec import Expr, SweepSpec
 
-__all__ = ["Point", "combinations", "expand", "point_id", "satisfiable"]
+__all__ = ["Point", "combinations", "expand", "point_id"]
 
 
 @dataclass(frozen=True)
@@ -65,11 +65,6 @@ def _grid(values: Mapping[str, Sequence[Any]]) -> Iterator[dict[str, Any]]:
     names = list(values)
     for combo in itertools.product(*(values[n] for n in names)):
         yield dict(zip(names, combo, strict=True))
-
-
-def satisfiable(spec: SweepSpec, constraints: Sequence[Expr]) -> bool:
-    """Whether any combination of the full grid satisfies every constraint."""
-    return any(all(c(p) for c in constraints) for p in _grid(spec.values()))
 
 
 def combinations(spec: SweepSpec, source: str = "<spec>") -> list[dict[str, Any]]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import itertools
 import json
 import math
 import operator
@@ -51,6 +52,7 @@ __all__ = [
     "SweepSpec",
     "load_spec",
     "parse_expr",
+    "satisfiable",
     "spec_digest",
 ]
 
@@ -524,8 +526,6 @@ def load_spec(path: str | Path) -> LoadedSpec:
                 )
 
     if not problems and constraints:
-        from .space import satisfiable
-
         if not satisfiable(spec, constraints):
             problems.append(
                 Problem(
@@ -552,6 +552,25 @@ def load_spec(path: str | Path) -> LoadedSpec:
 
 
 _MISSING = object()
+
+
+def satisfiable(spec: SweepSpec, constraints: typing.Sequence[Expr]) -> bool:
+    """Whether any combination of the full grid satisfies every constraint (stops at the first).
+
+    Args:
+        spec: the sweep.
+        constraints: its parsed constraints.
+
+    Returns:
+        True when at least one combination satisfies them all.
+    """
+    values = spec.values()
+    names = list(values)
+    for combo in itertools.product(*values.values()):
+        env = dict(zip(names, combo, strict=True))
+        if all(c(env) for c in constraints):
+            return True
+    return False
 
 
 def _unknown_metric(src: str, key: str, value: str, name: str, known: list[str]) -> Problem:
