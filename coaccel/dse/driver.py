@@ -80,6 +80,11 @@ class SweepSummary:
 _CONTEXT: dict[tuple[str, str], tuple[Any, Any, dict[str, Any]]] = {}
 
 
+# Per-process cache of the latest designs: (base path, params) -> (config, its digest). Points
+# are ordered by combination, then workload, so one design's workloads share one override.
+_ARCHS: dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[Any, str]] = {}
+
+
 def _context(base_path: str, mode: str, workload: str) -> tuple[Any, Any, Any]:
     from ..simulation import find_arch
 
@@ -103,8 +108,15 @@ def _evaluate_one(base_path: str, mode: str, digest: str, limits: Sequence[str],
     cfg_digest = None
     try:
         t, base, wl = _context(base_path, mode, pt.workload)
-        arch = override(base, pt.overrides)
-        cfg_digest = config_digest(arch)
+        key = (base_path, pt.params)
+        if key in _ARCHS:  # the same design on the next workload: validated already
+            arch, cfg_digest = _ARCHS[key]
+        else:
+            arch = override(base, pt.overrides)
+            cfg_digest = config_digest(arch)
+            if len(_ARCHS) >= 256:
+                _ARCHS.pop(next(iter(_ARCHS)))
+            _ARCHS[key] = (arch, cfg_digest)
         result = t.simulate(arch, wl, mode=mode)
         metrics = {k: (v, u) for k, (v, u) in result.metrics().items()}
         if t.priced_components is not None:
