@@ -477,11 +477,11 @@ def load_spec(path: str | Path) -> LoadedSpec:
     constraints = []
     for i, c in enumerate(spec.constraints):
         try:
-            e = parse_expr(c)
+            ex = parse_expr(c)
         except ValueError as err:
             problems.append(Problem(src, f"constraints[{i}]", c, str(err)))
             continue
-        bad = [n for n in e.names if n not in spec.parameters]
+        bad = [n for n in ex.names if n not in spec.parameters]
         if bad:
             problems.append(
                 Problem(
@@ -495,7 +495,7 @@ def load_spec(path: str | Path) -> LoadedSpec:
                 )
             )
             continue
-        constraints.append(e)
+        constraints.append(ex)
 
     metric_units: dict[str, str] = {}
     if not problems and workloads:
@@ -510,15 +510,15 @@ def load_spec(path: str | Path) -> LoadedSpec:
         known = sorted(metric_units)
         for i, text in enumerate(spec.limits):
             try:
-                e = parse_expr(text)
+                ex = parse_expr(text)
             except ValueError as err:
                 problems.append(Problem(src, f"limits[{i}]", text, str(err)))
                 continue
-            bad = [n for n in e.names if n not in metric_units]
+            bad = [n for n in ex.names if n not in metric_units]
             if bad:
                 problems.append(_unknown_metric(src, f"limits[{i}]", text, bad[0], known))
                 continue
-            limits.append(e)
+            limits.append(ex)
         for i, o in enumerate(spec.objectives):
             if o.metric not in metric_units:
                 problems.append(
