@@ -237,3 +237,19 @@ def test_cli(tmp_path, capsys):
     rc = main(["sweep", str(bad), "--store", str(tmp_path / "d.sqlite")])
     err = capsys.readouterr().err
     assert rc == 2 and "parameters.pe_array.npes: pe_array.npes: unknown key 'npes'" in err
+
+
+def test_progress_callback(tmp_path):
+    seen = []
+    run_sweep(SMALL, tmp_path / "p.sqlite", batch_size=2, progress=seen.append)
+    assert [p.done for p in seen] == [2, 4, 6]
+    assert seen[-1].total == 6 and seen[-1].failed == 2 and seen[-1].skipped == 0
+    assert seen[-1].eta_s == 0 and seen[-1].rate_per_s > 0
+    assert all(a.elapsed_s <= b.elapsed_s for a, b in zip(seen, seen[1:], strict=False))
+
+
+def test_bad_arguments(tmp_path):
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        run_sweep(SMALL, tmp_path / "x.sqlite", workers=0)
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        run_sweep(SMALL, tmp_path / "x.sqlite", batch_size=0)
