@@ -1,0 +1,146 @@
+"""Expanding a sweep's design space into points: grid, seeded random, Latin hypercube.
+
+Every expansion is deterministic: the same spec (and seed) gives the same points in the same
+order. Constraints filter the combinations; each surviving combination runs on every workload.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..config import ConfigError, Problem
+from .spec import Expr, SweepSpec
+
+__all__ = ["Point", "combinations", "expand", "point_id"]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One design point on one workload.
+
+    Attributes:
+        point_id: stable id (:func:`point_id`), 32 hex digits.
+        workload: ``"model[:scenario]"``.
+        params: dotted architecture key -> value, in spec order.
+    """
+
+    point_id: str
+    workload: str
+    params: tuple[tuple[str, Any], ...]
+
+    @property
+    def overrides(self) -> dict[str, Any]:
+        """The parameters as :func:`coaccel.config.override` changes."""
+        return dict(self.params)
+
+
+def point_id(params: Mapping[str, Any], workload: str, digest: str) -> str:
+    """A point's stable id: SHA-256 of its parameters, workload and spec digest.
+
+    Args:
+        params: dotted key -> value.
+        workload: ``"model[:scenario]"``.
+        digest: :func:`coaccel.dse.spec.spec_digest` of the sweep.
+
+    Returns:
+        32 hex digits; independent of parameter order and process.
+    """
+    text = json.dumps(
+        {"p": dict(params), "w": workload, "s": digest},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _grid(values: Mapping[str, Sequence[Any]]) -> Iterator[dict[str, Any]]:
+    names = list(values)
+    for combo in itertools.product(*(values[n] for n in names)):
+        yield dict(zip(names, combo, strict=True))
+
+
+def combinations(spec: SweepSpec, source: str = "<spec>") -> list[dict[str, Any]]:
+    """The parameter combinations the strategy picks, before constraints.
+
+    ``grid``: every combination, in spec order (the last parameter varies fastest).
+    ``random``: ``samples`` distinct combinations drawn uniformly with ``numpy``'s
+    ``default_rng(seed)``. ``lhs``: a Latin hypercube of ``samples`` rows: for each parameter,
+    ``samples`` equal strata of [0, 1) each hit once in a seeded random order, mapped onto the
+    parameter's values; repeated rows (a parameter with fewer values than samples) are kept
+    once.
+
+    Args:
+        spec: the sweep.
+        source: the spec's file, for the message.
+
+    Returns:
+        Dicts of dotted key -> value.
+
+    Raises:
+        ConfigError: ``random`` asks for more samples than the space has combinations.
+    """
+    values = spec.values()
+    names = list(values)
+    st = spec.strategy
+    if st.kind == "grid":
+        return list(_grid(values))
+    sizes = [len(values[n]) for n in names]
+    total = math.prod(sizes)
+    samples = int(st.samples or 0)
+    rng = np.random.default_rng(st.seed)
+    if st.kind == "random":
+        if samples > total:
+            raise ConfigError(
+                [
+                    Problem(
+                        source,
+                        "strategy.samples",
+                        samples,
+                        f"the space has only {total} combinations",
+                        f"1..{total}",
+                    )
+                ]
+            )
+        seen: dict[tuple[int, ...], None] = {}
+        while len(seen) < samples:
+            idx = tuple(int(rng.integers(0, s)) for s in sizes)
+            seen.setdefault(idx, None)
+        rows = list(seen)
+    else:
+        cols = []
+        for s in sizes:
+            u = (rng.permutation(samples) + rng.random(samples)) / samples
+            cols.append(np.minimum((u * s).astype(np.int64), s - 1))
+        rows = list(dict.fromkeys(tuple(int(c[i]) for c in cols) for i in range(samples)))
+    return [{n: values[n][i] for n, i in zip(names, row, strict=True)} for row in rows]
+
+
+def expand(
+    spec: SweepSpec, constraints: Sequence[Expr], digest: str, source: str = "<spec>"
+) -> list[Point]:
+    """The points of a sweep: combinations that satisfy the constraints, times workloads.
+
+    Args:
+        spec: the sweep.
+        constraints: its parsed constraints.
+        digest: the spec digest that goes into each point id.
+        source: the spec's file, for messages.
+
+    Returns:
+        Points ordered by combination, then workload.
+    """
+    out = []
+    for combo in combinations(spec, source):
+        if not all(c(combo) for c in constraints):
+            continue
+        for w in spec.workloads:
+            out.append(Point(point_id(combo, w, digest), w, tuple(combo.items())))
+    return out

@@ -1,0 +1,584 @@
+"""The sweep specification: a YAML file (``version: 1``) loaded into frozen dataclasses.
+
+A spec names a base architecture, the workloads, the architecture parameters to vary (dotted
+config paths, each with a list of values or a range), constraints between parameters, how to
+sample the space, the objectives and limits on the results, and the simulator mode::
+
+    version: 1
+    base: hbq_e_28nm
+    workloads: [llama-3-8b:prefill_2k]
+    mode: analytical
+    parameters:
+      pe_array.n_pes: [16, 32, 64]
+      buffers.psum.size_kib: {start: 68, stop: 204, step: 68}
+      buffers.act.size_kib: {log2: [5, 7]}
+    constraints:
+      - "buffers.psum.size_kib >= pe_array.n_pes * 2"
+    strategy: {kind: grid}
+    objectives:
+      - {metric: edp_js, goal: minimize}
+    limits:
+      - "area_mm2 <= 2"
+
+:func:`load_spec` reports every problem at once as one :class:`~coaccel.config.ConfigError`
+naming the file, the dotted key, the value and what is valid: unknown keys, types, ranges, an
+empty range, a parameter path the base architecture does not have, an unknown name in a
+constraint or limit, constraints no point satisfies, and an objective no result computes.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import itertools
+import json
+import math
+import operator
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from ..config import ConfigError, FrozenMap, Problem, config_digest, load_config, param
+
+__all__ = [
+    "COST_METRICS",
+    "Expr",
+    "LoadedSpec",
+    "Objective",
+    "ParamRange",
+    "Strategy",
+    "SweepSpec",
+    "load_spec",
+    "parse_expr",
+    "satisfiable",
+    "spec_digest",
+]
+
+COST_METRICS: Mapping[str, str] = FrozenMap(
+    {
+        "energy_j": "J",
+        "area_mm2": "mm2",
+        "seconds": "s",
+        "edp_js": "J*s",
+    }
+)
+"""Metrics every point has besides its simulator's ``metrics()``: total energy of the run (J),
+total area (mm²), run time (s) and the energy-delay product (J·s)."""
+
+Scalar = int | float | bool | str
+
+
+@dataclass(frozen=True)
+class ParamRange:
+    """A range of parameter values: ``{start, stop, step}`` or ``{log2: [a, b]}``.
+
+    Attributes:
+        start: first value.
+        stop: last value, included when the steps land on it.
+        step: increment (> 0).
+        log2: ``[a, b]``: the powers of two ``2**a .. 2**b`` (integers, ``a <= b``).
+    """
+
+    start: int | float | None = None
+    stop: int | float | None = None
+    step: int | float | None = None
+    log2: tuple[int, int] | None = None
+
+    def validate(self) -> list[Problem | str]:
+        arith = (self.start, self.stop, self.step)
+        if self.log2 is not None:
+            if any(v is not None for v in arith):
+                return ["give either {start, stop, step} or {log2: [a, b]}, not both"]
+            a, b = self.log2
+            if a > b:
+                return [Problem("", "log2", list(self.log2), f"empty range: {a} > {b}")]
+            if b - a > 64:
+                return [Problem("", "log2", list(self.log2), "at most 65 powers of two")]
+            return []
+        if any(v is None for v in arith):
+            missing = [
+                n for n, v in zip(("start", "stop", "step"), arith, strict=True) if v is None
+            ]
+            return [
+                "a range needs start, stop and step (or log2: [a, b]); missing "
+                + ", ".join(missing)
+            ]
+        if self.step <= 0:  # type: ignore[operator]
+            return [Problem("", "step", self.step, f"{self.step} is out of range: must be > 0")]
+        if self.stop < self.start:  # type: ignore[operator]
+            return [
+                Problem(
+                    "", "stop", self.stop, f"empty range: stop {self.stop} < start {self.start}"
+                )
+            ]
+        return []
+
+    def values(self) -> tuple[int | float, ...]:
+        """The values of the range, in increasing order.
+
+        Returns:
+            Integers when start, stop and step are integers (and for ``log2``), else floats.
+        """
+        if self.log2 is not None:
+            a, b = self.log2
+            return tuple(2**e for e in range(a, b + 1))
+        start, stop, step = typing.cast(
+            "tuple[float, float, float]", (self.start, self.stop, self.step)
+        )
+        n = int(math.floor((stop - start) / step + 1e-9)) + 1
+        if all(isinstance(v, int) for v in (start, stop, step)):
+            return tuple(start + i * step for i in range(n))
+        return tuple(float(start + i * step) for i in range(n))
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """How the space is sampled.
+
+    Attributes:
+        kind: ``grid`` (every combination), ``random`` (``samples`` distinct combinations drawn
+            uniformly) or ``lhs`` (Latin hypercube: each parameter's values covered evenly).
+        seed: random seed (required for ``random`` and ``lhs``).
+        samples: number of combinations drawn (required for ``random`` and ``lhs``).
+    """
+
+    kind: Literal["grid", "random", "lhs"] = "grid"
+    seed: int | None = param(default=None, ge=0)
+    samples: int | None = param(default=None, ge=1)
+
+    def validate(self) -> list[Problem | str]:
+        out: list[Problem | str] = []
+        if self.kind == "grid":
+            for k in ("seed", "samples"):
+                if getattr(self, k) is not None:
+                    out.append(Problem("", k, getattr(self, k), "grid takes no " + k))
+        else:
+            for k in ("seed", "samples"):
+                if getattr(self, k) is None:
+                    out.append(Problem("", k, None, f"{self.kind} needs {k}", "an integer"))
+        return out
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One objective: a metric to minimize or maximize.
+
+    Attributes:
+        metric: a name of the simulator result's ``metrics()`` or of :data:`COST_METRICS`.
+        goal: ``minimize`` or ``maximize``.
+    """
+
+    metric: str
+    goal: Literal["minimize", "maximize"] = "minimize"
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A design-space sweep (the schema of ``arch_configs/sweeps/*.yaml``).
+
+    Attributes:
+        base: the base architecture, a shipped name (``hbq_e_28nm``) or a YAML path (relative
+            paths resolve against the spec's folder first).
+        workloads: ``"model[:scenario]"`` names; every point runs on each.
+        parameters: dotted architecture key -> a list of values or a :class:`ParamRange`.
+        constraints: expressions over parameter names that a point must satisfy
+            (``"buffers.psum.size_kib >= pe_array.n_pes * 2"``).
+        strategy: how the space is sampled.
+        objectives: what the sweep optimizes (names of computed metrics).
+        limits: expressions over metric names a result must satisfy to count as feasible
+            (``"area_mm2 <= 2"``); results outside are stored and marked infeasible.
+        mode: simulator mode, ``analytical`` or ``cycle``.
+        description: one line.
+    """
+
+    VERSION: ClassVar[int] = 1
+    base: str
+    workloads: tuple[str, ...]
+    parameters: Mapping[str, tuple[Scalar, ...] | ParamRange]
+    constraints: tuple[str, ...] = ()
+    strategy: Strategy = param(default=Strategy())
+    objectives: tuple[Objective, ...] = ()
+    limits: tuple[str, ...] = ()
+    mode: Literal["analytical", "cycle"] = "analytical"
+    description: str = ""
+
+    def validate(self) -> list[Problem | str]:
+        out: list[Problem | str] = []
+        if not self.workloads:
+            out.append(Problem("", "workloads", [], "at least one workload", "model[:scenario]"))
+        if not self.parameters:
+            out.append(Problem("", "parameters", {}, "at least one parameter to vary"))
+        for path, v in self.parameters.items():
+            if isinstance(v, tuple) and not v:
+                out.append(Problem("", f"parameters.{path}", [], "empty list of values"))
+        return out
+
+    def values(self) -> dict[str, tuple[Any, ...]]:
+        """Each parameter's values, ranges expanded, in spec order."""
+        return {
+            p: (v.values() if isinstance(v, ParamRange) else v) for p, v in self.parameters.items()
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Expressions (constraints and limits), parsed with ast and evaluated by a closed interpreter
+
+_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_CMPS: dict[type, Callable[[Any, Any], bool]] = {
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A parsed constraint or limit.
+
+    Attributes:
+        text: the expression as written.
+        names: the dotted names it reads.
+    """
+
+    text: str
+    names: tuple[str, ...]
+    _fn: Callable[[Mapping[str, Any]], Any]
+
+    def __call__(self, env: Mapping[str, Any]) -> bool:
+        """Evaluate over ``env`` (dotted name -> value); True when the point satisfies it."""
+        return bool(self._fn(env))
+
+
+def _dotted(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = _dotted(node.value)
+        return None if head is None else f"{head}.{node.attr}"
+    return None
+
+
+def parse_expr(text: str) -> Expr:
+    """Parse a constraint or limit safely (no ``eval``: a small interpreter over the ast).
+
+    Accepted: numbers, dotted names, ``+ - * / // % **``, unary ``-``/``not``, comparisons
+    (chained too), ``and``/``or``, parentheses.
+
+    Args:
+        text: e.g. ``"buffers.psum.size_kib >= pe_array.n_pes * 2"``.
+
+    Returns:
+        The :class:`Expr`.
+
+    Raises:
+        ValueError: syntax error or a construct outside the accepted set (the message says
+            which).
+    """
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as e:
+        raise ValueError(f"not a valid expression: {e.msg}") from None
+    names: list[str] = []
+
+    def build(node: ast.AST) -> Callable[[Mapping[str, Any]], Any]:
+        name = _dotted(node)
+        if name is not None:
+            names.append(name)
+            return lambda env: env[name]
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float, bool):
+            value = node.value
+            return lambda env: value
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            f, a, b = _BINOPS[type(node.op)], build(node.left), build(node.right)
+            return lambda env: f(a(env), b(env))
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Not)):
+            a = build(node.operand)
+            if isinstance(node.op, ast.USub):
+                return lambda env: -a(env)
+            if isinstance(node.op, ast.Not):
+                return lambda env: not a(env)
+            return a
+        if isinstance(node, ast.BoolOp):
+            parts = [build(v) for v in node.values]
+            if isinstance(node.op, ast.And):
+                return lambda env: all(p(env) for p in parts)
+            return lambda env: any(p(env) for p in parts)
+        if isinstance(node, ast.Compare) and all(type(o) in _CMPS for o in node.ops):
+            terms = [build(node.left), *(build(c) for c in node.comparators)]
+            ops = [_CMPS[type(o)] for o in node.ops]
+
+            def cmp(env: Mapping[str, Any]) -> bool:
+                vals = [t(env) for t in terms]
+                return all(op(x, y) for op, x, y in zip(ops, vals, vals[1:], strict=False))
+
+            return cmp
+        what = type(node).__name__
+        if isinstance(node, ast.Constant):
+            what = f"constant {node.value!r}"
+        raise ValueError(
+            f"{what} is not allowed; use numbers, dotted names, + - * / // % **, "
+            "comparisons, and/or/not"
+        )
+
+    fn = build(tree.body)
+    return Expr(text, tuple(dict.fromkeys(names)), fn)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def spec_digest(base_digest: str, mode: str) -> str:
+    """The part of a point's identity that comes from the spec: what changes its result.
+
+    Args:
+        base_digest: :func:`~coaccel.config.config_digest` of the base architecture.
+        mode: the simulator mode.
+
+    Returns:
+        64 hex digits. Changing the sampling, the constraints or the objectives keeps it, so a
+        larger sweep over the same store reuses the points already evaluated.
+    """
+    text = json.dumps({"base": base_digest, "mode": mode}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class LoadedSpec:
+    """A validated spec with everything the driver needs resolved.
+
+    Attributes:
+        spec: the spec as written.
+        source: the file it came from.
+        base_path: the base architecture's resolved file (or shipped name).
+        kind: the base architecture's simulator kind.
+        base_digest: config digest of the base architecture.
+        digest: :func:`spec_digest`.
+        constraints: parsed constraints.
+        limits: parsed limits.
+        metric_units: every metric a point computes -> unit.
+    """
+
+    spec: SweepSpec
+    source: str
+    base_path: str
+    kind: str
+    base_digest: str
+    digest: str
+    constraints: tuple[Expr, ...]
+    limits: tuple[Expr, ...]
+    metric_units: Mapping[str, str]
+
+
+def load_spec(path: str | Path) -> LoadedSpec:
+    """Load and fully check a sweep spec.
+
+    Besides the schema, this loads the base architecture, checks each parameter path by
+    applying :func:`coaccel.config.override` to the base once, loads every workload, runs one
+    probe evaluation of the base to learn which metrics exist, parses constraints and limits,
+    and checks that at least one point of the space satisfies the constraints.
+
+    Args:
+        path: the YAML file.
+
+    Returns:
+        The :class:`LoadedSpec`.
+
+    Raises:
+        ConfigError: every problem found, each naming the file, dotted key, value and what is
+            valid.
+    """
+    from ..config import dump_config, override
+    from ..cost import evaluate
+    from ..simulation import find_arch
+
+    src = str(path)
+    spec = load_config(path, SweepSpec)
+    problems: list[Problem] = []
+
+    base_ref = spec.base
+    cand = Path(path).parent / spec.base
+    if spec.base.endswith((".yaml", ".yml")) and cand.is_file():
+        base_ref = str(cand)
+    try:
+        t, arch_path = find_arch(base_ref)
+        base = t.load_arch(arch_path)
+    except ConfigError as e:
+        raise ConfigError(
+            [
+                Problem(
+                    src, "base", spec.base, p.message if p.file == "<simulate>" else str(p), p.valid
+                )
+                for p in e.problems
+            ]
+        ) from None
+
+    if spec.mode not in t.modes:
+        problems.append(
+            Problem(
+                src,
+                "mode",
+                spec.mode,
+                f"{t.kind} offers modes {', '.join(t.modes)}",
+                ", ".join(t.modes),
+            )
+        )
+
+    dumped = dump_config(base)
+    for p in spec.parameters:
+        cur: Any = dumped
+        for part in p.split("."):
+            cur = cur.get(part, _MISSING) if isinstance(cur, dict) else _MISSING
+        probe = spec.values()[p][0] if cur is _MISSING else cur
+        try:
+            override(base, {p: probe})
+        except ConfigError as e:
+            for q in e.problems:
+                problems.append(
+                    Problem(src, f"parameters.{p}", probe, f"{q.key}: {q.message}", q.valid)
+                )
+
+    st = spec.strategy
+    total = math.prod(len(v) for v in spec.values().values())
+    if st.kind == "random" and st.samples is not None and st.samples > total:
+        problems.append(
+            Problem(
+                src,
+                "strategy.samples",
+                st.samples,
+                f"the space has only {total} combinations",
+                f"1..{total}",
+            )
+        )
+
+    workloads = {}
+    for i, w in enumerate(spec.workloads):
+        try:
+            workloads[w] = t.load_workload(w)
+        except ConfigError as e:
+            problems.append(
+                Problem(src, f"workloads[{i}]", w, e.problems[0].message, e.problems[0].valid)
+            )
+
+    param_names = list(spec.parameters)
+    constraints = []
+    for i, c in enumerate(spec.constraints):
+        try:
+            ex = parse_expr(c)
+        except ValueError as err:
+            problems.append(Problem(src, f"constraints[{i}]", c, str(err)))
+            continue
+        bad = [n for n in ex.names if n not in spec.parameters]
+        if bad:
+            problems.append(
+                Problem(
+                    src,
+                    f"constraints[{i}]",
+                    c,
+                    f"unknown parameter "
+                    f"{bad[0]!r}; constraints name parameters: "
+                    f"{', '.join(param_names)}",
+                    ", ".join(param_names),
+                )
+            )
+            continue
+        constraints.append(ex)
+
+    metric_units: dict[str, str] = {}
+    if not problems and workloads:
+        result = t.simulate(base, next(iter(workloads.values())), mode=spec.mode)
+        metric_units = {k: u for k, (_, u) in result.metrics().items()}
+        if t.priced_components is not None:
+            evaluate(result, base)
+            metric_units.update(COST_METRICS)
+
+    limits = []
+    if metric_units:
+        known = sorted(metric_units)
+        for i, text in enumerate(spec.limits):
+            try:
+                ex = parse_expr(text)
+            except ValueError as err:
+                problems.append(Problem(src, f"limits[{i}]", text, str(err)))
+                continue
+            bad = [n for n in ex.names if n not in metric_units]
+            if bad:
+                problems.append(_unknown_metric(src, f"limits[{i}]", text, bad[0], known))
+                continue
+            limits.append(ex)
+        for i, o in enumerate(spec.objectives):
+            if o.metric not in metric_units:
+                problems.append(
+                    _unknown_metric(src, f"objectives[{i}].metric", o.metric, o.metric, known)
+                )
+
+    if not problems and constraints:
+        if not satisfiable(spec, constraints):
+            problems.append(
+                Problem(
+                    src,
+                    "constraints",
+                    list(spec.constraints),
+                    "contradictory: no point of the space satisfies every constraint",
+                )
+            )
+    if problems:
+        raise ConfigError(problems)
+    bd = config_digest(base)
+    return LoadedSpec(
+        spec=spec,
+        source=src,
+        base_path=str(arch_path),
+        kind=t.kind,
+        base_digest=bd,
+        digest=spec_digest(bd, spec.mode),
+        constraints=tuple(constraints),
+        limits=tuple(limits),
+        metric_units=FrozenMap(metric_units),
+    )
+
+
+_MISSING = object()
+
+
+def satisfiable(spec: SweepSpec, constraints: typing.Sequence[Expr]) -> bool:
+    """Whether any combination of the full grid satisfies every constraint (stops at the first).
+
+    Args:
+        spec: the sweep.
+        constraints: its parsed constraints.
+
+    Returns:
+        True when at least one combination satisfies them all.
+    """
+    values = spec.values()
+    names = list(values)
+    for combo in itertools.product(*values.values()):
+        env = dict(zip(names, combo, strict=True))
+        if all(c(env) for c in constraints):
+            return True
+    return False
+
+
+def _unknown_metric(src: str, key: str, value: str, name: str, known: list[str]) -> Problem:
+    import difflib
+
+    msg = f"no result computes metric {name!r}"
+    close = difflib.get_close_matches(name, known, n=1)
+    if close:
+        msg += f" (did you mean {close[0]!r}?)"
+    msg += f"; metrics: {', '.join(COST_METRICS)} and the simulator's metrics()"
+    return Problem(src, key, value, msg, ", ".join(known))
