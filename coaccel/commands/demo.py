@@ -9,7 +9,8 @@ Stages (each prints a short summary and writes its outputs under --out):
 3. accuracy  — the quantization accuracy study (synthetic tensors, and the real pretrained
                MiniLM when the 'real' extra is installed): CSV + PNG.
 4. simulators — the HBQ ASIC simulator on a 1K-token prefill, cycle-approximate and analytical.
-5. sweep     — a small design-space sweep (PE count x PSUM buffer) with energy and area.
+5. sweep     — a design-space sweep (PE count x PSUM buffer) through coaccel.dse, stored in
+               SQLite, with its Pareto front over energy, time and area.
 6. report    — the area/energy report (stacked bars, tables with units and sources, MD/HTML).
 
 The first run also compiles the numba kernels (about a minute; cached afterwards). A
@@ -141,40 +142,38 @@ def _stage_sim(out: Path, rng: np.random.Generator) -> None:
 def _stage_sweep(out: Path, rng: np.random.Generator) -> None:
     import csv
 
-    from coaccel.config import override
-    from coaccel.cost import evaluate
-    from coaccel.sim.hbq_asic import load_arch, load_workload, simulate
+    from coaccel.arch_configs import path as config_path
+    from coaccel.dse import Store, hypervolume, pareto_mask, run_sweep
 
-    wl = load_workload("llama-3-8b", "prefill_2k")
-    base = load_arch("hbq_e_28nm")
-    print("  HBQ-E, llama-3-8b 2K prefill, analytical mode: PE count x PSUM buffer size")
-    print(f"  {'n_pes':>5} {'psum KiB':>8} {'ms':>9} {'energy J':>9} {'area mm2':>9} {'J x s':>8}")
-    rows = []
-    for n_pes in (16, 32, 64):
-        for psum_kib in (68, 136):
-            arch = override(base, {"pe_array.n_pes": n_pes, "buffers.psum.size_kib": psum_kib})
-            st = simulate(arch, wl, mode="analytical")
-            cb = evaluate(st, arch)
-            row = {
-                "n_pes": n_pes,
-                "psum_kib": psum_kib,
-                "seconds": st.seconds,
-                "energy_j": cb.total_energy_j,
-                "area_mm2": cb.total_area_um2 / 1e6,
-                "dram_bytes": st.dram.total_bytes,
-            }
-            rows.append(row)
-            print(
-                f"  {n_pes:>5} {psum_kib:>8} {st.seconds * 1e3:>9.1f} "
-                f"{row['energy_j']:>9.3f} {row['area_mm2']:>9.3f} "
-                f"{row['energy_j'] * st.seconds:>8.3f}"
-            )
-    path = out / "sweep_hbq_e.csv"
+    spec = config_path("sweeps/small_test.yaml")
+    db = out / "sweep.sqlite"
+    summary = run_sweep(spec, db, workers=1)
+    print(
+        f"  {spec.name}: {summary.total} points ({summary.evaluated} evaluated, "
+        f"{summary.skipped} already stored, {summary.failed} failed) -> {db}"
+    )
+    with Store(db) as st:
+        rows = [r for r in st.rows(status="ok")]
+    keys = ("energy_j", "seconds", "area_mm2")
+    values = np.array([[float(r.metrics[k][0]) for k in keys] for r in rows])
+    front = pareto_mask(values, ["min"] * 3)
+    ref = values.max(axis=0) * 1.1
+    hv = hypervolume(values, ["min"] * 3, ref)
+    print(f"  {'n_pes':>5} {'psum KiB':>8} {'ms':>9} {'energy J':>9} {'area mm2':>9} front")
+    for r, (e, sec, area), on in zip(rows, values, front, strict=True):
+        print(
+            f"  {r.params['pe_array.n_pes']:>5} {r.params['buffers.psum.size_kib']:>8} "
+            f"{sec * 1e3:>9.2f} {e:>9.4f} {area:>9.3f} {'*' if on else ''}"
+        )
+    print(f"  Pareto front (energy, time, area): {int(front.sum())} of {len(rows)} points; "
+          f"hypervolume {hv:.4g} J·s·mm² below 1.1 x the worst point")  # fmt: skip
+    path = out / "sweep_front.csv"
     with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    print(f"  sweep -> {path}")
+        w = csv.writer(f)
+        w.writerow(["n_pes", "psum_kib", "seconds", "energy_j", "area_mm2", "on_front"])
+        for r, v, on in zip(rows, values, front, strict=True):
+            w.writerow([r.params["pe_array.n_pes"], r.params["buffers.psum.size_kib"], *v, on])
+    print(f"  front -> {path}")
 
 
 def _stage_report(out: Path, rng: np.random.Generator) -> None:
@@ -200,7 +199,7 @@ STAGES: tuple[tuple[str, Callable[[Path, np.random.Generator], None]], ...] = (
     ("hbq: exact datapath GEMM, partial-sum modes, trace", _stage_hbq),
     ("accuracy: quantization error study", _stage_accuracy),
     ("simulators: HBQ ASIC, cycle-approximate vs analytical", _stage_sim),
-    ("sweep: HBQ-E PE count x PSUM buffer (analytical simulator + cost model)", _stage_sweep),
+    ("sweep: HBQ-E PE count x PSUM buffer (coaccel.dse, Pareto front)", _stage_sweep),
     ("report: area/energy by component, with units and sources", _stage_report),
 )
 

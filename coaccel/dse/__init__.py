@@ -8,10 +8,14 @@
   pool and writes each batch to a :class:`Store` (SQLite), which exports CSV, Parquet and
   pandas DataFrames.
 
+* :func:`pareto_mask` and :func:`hypervolume` extract the non-dominated points of any number
+  of objectives and measure the front.
+
 ``docs/dse.md`` describes the spec format, the store and the ``coaccel sweep`` command.
 """
 
 from .driver import Progress, SweepSummary, evaluate_points, run_sweep
+from .pareto import hypervolume, pareto_mask, to_minimization
 from .space import Point, combinations, expand, point_id
 from .spec import (
     COST_METRICS,
@@ -44,10 +48,13 @@ __all__ = [
     "combinations",
     "evaluate_points",
     "expand",
+    "hypervolume",
     "load_spec",
+    "pareto_mask",
     "parse_expr",
     "point_id",
     "run_sweep",
     "satisfiable",
     "spec_digest",
+    "to_minimization",
 ]

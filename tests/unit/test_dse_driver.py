@@ -61,8 +61,10 @@ def test_store_round_trip(tmp_path):
 
 
 def test_store_dataframe_and_parquet(tmp_path):
-    pytest.importorskip("pandas")
-    pytest.importorskip("pyarrow")
+    from testkit import require_module
+
+    require_module("pandas", 'pip install -e ".[dse]"')
+    require_module("pyarrow", 'pip install -e ".[dse]"')
     import pandas as pd
 
     with Store(tmp_path / "r.sqlite") as st:
