@@ -103,32 +103,44 @@ def _elem_index_fast(a, rinv, thr, bucket, q, ycap, rne) -> int:
 
 
 @njit(cache=True)
-def _ub_sse_all(row, start, ub, rinv_t, thr_t, val_t, bucket, q, ycap, rne, sse):
-    """SSE of micro-block ``row[start:start+ub]`` for every L2 code of one scheme, into ``sse``.
+def _row_sse_all(absr, ub, tge_t, dval_t, hat, sse):
+    """SSE of every micro-block of one row for every L2 code of one scheme.
 
-    The element index is :func:`_elem_index_fast`, written out so that the loop over the
-    micro-block keeps its accumulator in a register.
+    Args:
+        absr: float64 ``(L,)`` magnitudes ``|x|`` of the row.
+        ub: micro-block length.
+        tge_t: float64 ``(C, K-1)`` step thresholds of the scheme (see below).
+        dval_t: float64 ``(C, K-1)`` steps ``val[m+1] - val[m]`` between grid magnitudes.
+        hat: float64 ``(L,)`` scratch.
+        sse: float64 ``(C, L // ub)`` output, SSE per L2 code and micro-block.
+
+    Branch-free element rounding: the dequantised magnitude is the sum of the steps whose
+    threshold ``tge_t[c, m]`` is ``<= |x|``. A step taken on a strict comparison (``|x| > thr``)
+    has its threshold moved to the next float64 up, so ``>=`` decides every step. Every partial
+    sum is a grid value ``elem * S1 * SIG`` (exact in float64), so each ``|x| - hat`` equals that
+    of the indexed grid lookup, and each micro-block SSE is summed in element order as before.
+    The loop over elements has no data-dependent branch and vectorises.
     """
-    C = thr_t.shape[0]
-    n = thr_t.shape[1]
+    C = tge_t.shape[0]
+    n = tge_t.shape[1]
+    L = absr.shape[0]
+    n_ub = L // ub
     for c in range(C):
-        acc = 0.0
-        r = rinv_t[c]
-        for i in range(start, start + ub):
-            a = abs(row[i])
-            y = a * r
-            if y > ycap:
-                y = ycap
-            k = bucket[int(y * q)]
-            while k > 0 and a < thr_t[c, k - 1]:
-                k -= 1
-            while k < n and thr_t[c, k] <= a:
-                k += 1
-            if rne and (k & 1) == 1 and a == thr_t[c, k - 1]:
-                k -= 1
-            d = a - val_t[c, k]
-            acc += d * d
-        sse[c] = acc
+        for i in range(L):
+            hat[i] = 0.0
+        for m in range(n):
+            tg = tge_t[c, m]
+            dv = dval_t[c, m]
+            for i in range(L):
+                hat[i] += dv if absr[i] >= tg else 0.0
+        for i in range(L):
+            d = absr[i] - hat[i]
+            hat[i] = d * d
+        for j in range(n_ub):
+            acc = 0.0
+            for i in range(j * ub, (j + 1) * ub):
+                acc += hat[i]
+            sse[c, j] = acc
 
 
 @njit(cache=True)
@@ -171,19 +183,24 @@ def _exact_kernel(
     G = scale_vals.shape[0]
     thr = np.empty((T, C, K - 1))
     val = np.empty((T, C, K))
+    dval = np.empty((T, C, K - 1))
+    tge = np.empty((T, C, K - 1))
     rinv = np.empty((T, C))
     ycap = (bucket.shape[0] - 1) / q
     choice = np.zeros((T, n_ub), dtype=np.int64)
     sidx = np.zeros(T, dtype=np.int64)
     s1 = np.zeros(T)
     err = np.zeros(T)
-    sse = np.zeros(C)
+    sse = np.zeros((C, n_ub))
+    absr = np.empty(L)
+    hat = np.empty(L)
     for r in range(R):
         row = x[r]
         amax = 0.0
         extreme = False
         for i in range(L):
             a = abs(row[i])
+            absr[i] = a
             if a > amax:
                 amax = a
             if a != 0.0 and (a < _EXTREME_LO or a > _EXTREME_HI):
@@ -206,6 +223,14 @@ def _exact_kernel(
                     thr[t, c, k] = elem_mids[k] * mult
                 for k in range(K):
                     val[t, c, k] = elem_vals[k] * mult
+                for k in range(K - 1):
+                    dval[t, c, k] = val[t, c, k + 1] - val[t, c, k]
+                    tge[t, c, k] = thr[t, c, k]
+                    if rne and (k & 1) == 0:
+                        # A tie at an even midpoint goes down to the even index k: step on >.
+                        tge[t, c, k] = np.nextafter(thr[t, c, k], np.inf)
+            if not threshold_rule:
+                _row_sse_all(absr, ub, tge[t], dval[t], hat, sse)
             e = 0.0
             for j in range(n_ub):
                 start = j * ub
@@ -215,11 +240,10 @@ def _exact_kernel(
                         mx = max(mx, abs(row[i]))
                     choice[t, j] = 1 if mx >= level * s1[t] else 0
                     continue
-                _ub_sse_all(row, start, ub, rinv[t], thr[t], val[t], bucket, q, ycap, rne, sse)
                 best = 0
-                fbest = sse[0]
+                fbest = sse[0, j]
                 for c in range(1, C):
-                    fc = sse[c]
+                    fc = sse[c, j]
                     big = max(fc, fbest)
                     if big > 0.0 and abs(fc - fbest) <= tol * big:
                         if not _same_hat(
