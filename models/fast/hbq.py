@@ -287,8 +287,12 @@ def _exact_kernel(
         for j in range(n_ub):
             c = choice[win, j]
             l2[r, j] = c
+            tg = tge[win, c]
             for i in range(j * ub, (j + 1) * ub):
-                k = _elem_index_fast(abs(row[i]), rinv[win, c], thr[win, c], bucket, q, ycap, rne)
+                # The magnitude code is the number of steps taken (see _row_sse_all).
+                k = 0
+                for m in range(K - 1):
+                    k += absr[i] >= tg[m]
                 if row[i] < 0.0 and k > 0:
                     k |= sign_bit
                 codes[r, i] = k
