@@ -103,6 +103,37 @@ def _elem_index_fast(a, rinv, thr, bucket, q, ycap, rne) -> int:
 
 
 @njit(cache=True)
+def _steps(thr_c, val_c, rne, tge_c, dval_c):
+    """Step tables of one candidate grid, for :func:`_step_index` and :func:`_row_sse_all`.
+
+    Args:
+        thr_c: float64 ``(K-1,)`` scaled midpoints ``mid * S1 * SIG`` (increasing, exact).
+        val_c: float64 ``(K,)`` scaled magnitudes ``elem * S1 * SIG`` (exact).
+        rne: ties to the even code (True) or away from zero (False).
+        tge_c: float64 ``(K-1,)`` output: ``|x|`` takes step ``m`` iff ``|x| >= tge_c[m]``.
+        dval_c: float64 ``(K-1,)`` output: step sizes ``val_c[m+1] - val_c[m]`` (exact).
+
+    Half away from zero steps at ``|x| >= thr``. Under RNE a tie at midpoint ``m`` goes to the
+    even one of codes ``m`` and ``m+1``: up when ``m`` is odd (``>=``), down when ``m`` is even
+    (``>``, written ``>= nextafter(thr, inf)``, the same test on float64 values).
+    """
+    for m in range(thr_c.shape[0]):
+        dval_c[m] = val_c[m + 1] - val_c[m]
+        tge_c[m] = thr_c[m]
+        if rne and (m & 1) == 0:
+            tge_c[m] = np.nextafter(thr_c[m], np.inf)
+
+
+@njit(cache=True)
+def _step_index(a: float, tge_c: npt.NDArray[np.float64]) -> int:
+    """Magnitude code of ``a = |x|`` on a candidate grid: the number of steps it takes."""
+    k = 0
+    for m in range(tge_c.shape[0]):
+        k += a >= tge_c[m]
+    return k
+
+
+@njit(cache=True)
 def _row_sse_all(absr, ub, tge_t, dval_t, hat, sse):
     """SSE of every micro-block of one row for every L2 code of one scheme.
 
@@ -158,8 +189,6 @@ def _exact_kernel(
     x,
     elem_mids,
     elem_vals,
-    bucket,
-    q,
     sign_bit,
     rne,
     tables,
@@ -185,8 +214,6 @@ def _exact_kernel(
     val = np.empty((T, C, K))
     dval = np.empty((T, C, K - 1))
     tge = np.empty((T, C, K - 1))
-    rinv = np.empty((T, C))
-    ycap = (bucket.shape[0] - 1) / q
     choice = np.zeros((T, n_ub), dtype=np.int64)
     sidx = np.zeros(T, dtype=np.int64)
     s1 = np.zeros(T)
@@ -218,17 +245,11 @@ def _exact_kernel(
             s1[t] = scale_vals[g]
             for c in range(C):
                 mult = s1[t] * tables[t, c]
-                rinv[t, c] = 1.0 / mult
                 for k in range(K - 1):
                     thr[t, c, k] = elem_mids[k] * mult
                 for k in range(K):
                     val[t, c, k] = elem_vals[k] * mult
-                for k in range(K - 1):
-                    dval[t, c, k] = val[t, c, k + 1] - val[t, c, k]
-                    tge[t, c, k] = thr[t, c, k]
-                    if rne and (k & 1) == 0:
-                        # A tie at an even midpoint goes down to the even index k: step on >.
-                        tge[t, c, k] = np.nextafter(thr[t, c, k], np.inf)
+                _steps(thr[t, c], val[t, c], rne, tge[t, c], dval[t, c])
             if not threshold_rule:
                 _row_sse_all(absr, ub, tge[t], dval[t], hat, sse)
             e = 0.0
@@ -289,10 +310,7 @@ def _exact_kernel(
             l2[r, j] = c
             tg = tge[win, c]
             for i in range(j * ub, (j + 1) * ub):
-                # The magnitude code is the number of steps taken (see _row_sse_all).
-                k = 0
-                for m in range(K - 1):
-                    k += absr[i] >= tg[m]
+                k = _step_index(absr[i], tg)
                 if row[i] < 0.0 and k > 0:
                     k |= sign_bit
                 codes[r, i] = k
@@ -355,13 +373,10 @@ def quantize_exact(
     scheme = np.zeros(R, dtype=np.uint8)
     unresolved = np.zeros(R, dtype=np.bool_)
     mids = np.ascontiguousarray(elem_mids, dtype=np.float64)
-    bucket, q = _buckets(mids)
     _exact_kernel(
         np.ascontiguousarray(x, dtype=np.float64),
         mids,
         np.ascontiguousarray(elem_vals, dtype=np.float64),
-        bucket,
-        q,
         np.int64(sign_bit),
         bool(rne),
         np.ascontiguousarray(tables, dtype=np.float64),

@@ -214,6 +214,54 @@ def test_elem_index_fast_matches_encode_around_every_threshold():
                 assert got == want.tolist() == slow, (fmt.name, mult, mode)
 
 
+def test_step_index_and_row_sse_match_indexed_rounding_around_every_threshold():
+    # The branch-free search kernel: the step count equals the exact encoder at every scaled
+    # midpoint and one ulp on each side (both tie rules), and each micro-block SSE equals the
+    # in-order sum of (|x| - grid value)**2 of the indexed lookup, bit for bit.
+    rng = np.random.default_rng(7)
+    for fmt in (E2M1, E2M2):
+        mags = E2M1.values()[:8] if fmt is E2M1 else E2M2.values()[:16]
+        mids = (mags[:-1] + mags[1:]) / 2
+        mults = (2.0**-14, 0.8125 * 1.375, 1.0, 1.1875 * 3.0, 61440.0 * 2.5)
+        for rne, mode in ((False, "half_away"), (True, "rne")):
+            tge = np.empty((len(mults), mids.size))
+            dval = np.empty((len(mults), mids.size))
+            for c, mult in enumerate(mults):
+                fast._steps(mids * mult, mags * mult, rne, tge[c], dval[c])
+            for c, mult in enumerate(mults):
+                thr = mids * mult
+                probes = np.concatenate(
+                    [
+                        thr,
+                        np.nextafter(thr, 0),
+                        np.nextafter(thr, np.inf),
+                        [0.0, mags[-1] * mult * 10, 1e300],
+                    ]
+                )
+                want = encode(probes, fmt, rounding=mode, scale=mult)
+                got = [fast._step_index(a, tge[c]) for a in probes]
+                assert got == want.tolist(), (fmt.name, mult, mode)
+            # Rows mixing threshold hits, their neighbours and random values, for every grid.
+            ub = 8
+            for mult in mults:
+                thr = mids * mult
+                pool = np.concatenate([thr, np.nextafter(thr, 0), np.nextafter(thr, np.inf)])
+                absr = np.concatenate(
+                    [rng.choice(pool, 48), np.abs(rng.standard_normal(16)) * mult * 3]
+                )
+                rng.shuffle(absr)
+                sse = np.empty((len(mults), absr.size // ub))
+                fast._row_sse_all(absr, ub, tge, dval, np.empty(absr.size), sse)
+                for cc, m2 in enumerate(mults):
+                    idx = [fast._elem_index(a, mids * m2, rne) for a in absr]
+                    d = absr - mags[idx] * m2
+                    for j in range(absr.size // ub):
+                        acc = 0.0
+                        for v in d[j * ub : (j + 1) * ub]:
+                            acc += float(v) * float(v)
+                        assert sse[cc, j] == acc, (fmt.name, m2, mode, j)
+
+
 # ---------------------------------------------------------------------------------------------
 # FP16 helpers of repo_compat, over every FP16 value
 
