@@ -692,7 +692,7 @@ def test_dram_presets_match_their_sources():
     h2 = load_config(arch_configs.path("dram/hbm3e_h200.yaml"), DramConfig)
     a100 = load_config(arch_configs.path("dram/hbm2e_a100_80g.yaml"), DramConfig)
     a6k = load_config(arch_configs.path("dram/gddr6_rtx_a6000.yaml"), DramConfig)
-    # specs/hbq.md §2.5: 3.2e-11 J/byte; one efficiency number (a flat curve)
+    # [R-PM] src/perf_model.py: DRAM energy 3.2e-11 J/byte; one efficiency number (a flat curve)
     assert (lp.type, lp.energy_pj_per_byte, lp.efficiency) == ("lpddr4", 32.0, 0.7)
     # specs/deltallm.md §4: 2400 Mb/s x 64 bit / 8 = 19.2 GB/s; §2.4 efficiency 0.6-0.7
     assert (kv.type, kv.bw_gb_per_s, kv.channels) == ("ddr4", 2400 * 64 / 8 / 1000, 1)
@@ -705,10 +705,10 @@ def test_dram_presets_match_their_sources():
     assert (h2.type, h2.bw_gb_per_s) == ("hbm3e", 4800.0)
     assert h2.streaming_efficiency == pytest.approx(3.89 / 4.8, abs=0.005)
     assert h2.sustained_bw_gb_per_s == pytest.approx(3888.0, rel=1e-12)
-    # specs/gpu.md §2: A100 80 GB 2.039 TB/s peak, 1.73 TB/s measured plateau (85%)
+    # [NV-A100] datasheet: 2.039 TB/s peak; [S12] gpu-benches: 1.73 TB/s measured plateau (85%)
     assert (a100.type, a100.bw_gb_per_s) == ("hbm2e", 2039.0)
     assert a100.streaming_efficiency == pytest.approx(1.73 / 2.039, abs=0.005)
-    # specs/gpu.md §2: RTX A6000 GDDR6, 384 bit x 16 Gb/s = 768 GB/s, 12 channels of 32 bits
+    # [NV-A6000] datasheet: GDDR6, 384 bit x 16 Gb/s = 768 GB/s, 12 channels of 32 bits
     assert (a6k.type, a6k.bw_gb_per_s, a6k.channels) == ("gddr6", 384 * 16 / 8, 384 // 32)
     for d in (kv, h2, a100, a6k):  # the size curves lose efficiency on short transfers
         effs = [p.efficiency for p in d.efficiency_curve]
