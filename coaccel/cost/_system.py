@@ -277,8 +277,8 @@ def evaluate(stats: Any, arch: Any, node_nm: float = 28) -> CostBreakdown:
     return price(_target_components(arch, stats), node_nm)
 
 
-def _price_area(pc: PricedComponents, node_nm: float) -> tuple[dict, dict, dict, PePoint]:
-    """Area, its sigma and sources per component, and the (first) MAC array's per-MAC point."""
+def _price_area(pc: PricedComponents, node_nm: float) -> tuple[dict, dict, dict, list[PePoint]]:
+    """Area, its sigma and sources per component, and each MAC array's per-MAC point."""
     area: dict[str, float] = {}
     sigma: dict[str, float] = {}
     sources: dict[str, str] = {}
@@ -303,7 +303,7 @@ def _price_area(pc: PricedComponents, node_nm: float) -> tuple[dict, dict, dict,
         area[g.name] = lane.value * g.lanes * nf.area
         sigma[g.name] = area[g.name] * math.hypot(lane.uncertainty, nf.area_uncertainty)
         sources[g.name] = lane.source
-    return area, sigma, sources, points[0]
+    return area, sigma, sources, points
 
 
 _LOGIC_KEYS = {
@@ -340,7 +340,8 @@ def price(pc: PricedComponents, node_nm: float = 28) -> CostBreakdown:
         The :class:`CostBreakdown`: area (µm²) for every component; energy (J) for every
         component plus leakage when the input describes a run.
     """
-    area, area_sigma, sources, pe = _price_area(pc, node_nm)
+    area, area_sigma, sources, points = _price_area(pc, node_nm)
+    pe = points[0]
     if not pc.has_run:
         return CostBreakdown(
             arch=pc.arch,
@@ -358,8 +359,7 @@ def price(pc: PricedComponents, node_nm: float = 28) -> CostBreakdown:
     t = shipped_table("system_28nm.yaml")
     energy: dict[str, float] = {}
     sigma: dict[str, float] = {}
-    for m in pc.macs:
-        pt = mac_point(m, node_nm)
+    for m, pt in zip(pc.macs, points, strict=True):
         energy[m.name] = m.macs * pt.energy_fj_per_mac * 1e-15
         sigma[m.name] = m.macs * pt.energy_sigma_fj_per_mac * 1e-15
     for b in pc.buffers:

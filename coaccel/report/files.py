@@ -3,7 +3,7 @@ manifest per output folder.
 
 * :func:`prepare_out_dir` checks (and creates) an output folder before any computing, so that a
   read-only or invalid ``--out`` fails at once, not after minutes of work.
-* :func:`write_text` / :func:`write_bytes` / :func:`save_figure` write to a temporary name in the
+* :func:`write_text` / :func:`write_bytes` / :func:`atomic_open` write to a temporary name in the
   same folder and rename it into place: a reader never sees a half-written file.
 * :func:`write_manifest` records what a run wrote (names, sizes, SHA-256), with the command and
   settings, last: a folder whose manifest lists a file set is complete; an interrupted run leaves
@@ -28,7 +28,6 @@ __all__ = [
     "MANIFEST",
     "atomic_open",
     "prepare_out_dir",
-    "save_figure",
     "write_bytes",
     "write_manifest",
     "write_text",
@@ -121,25 +120,6 @@ def atomic_open(
 def write_text(path: str | Path, text: str) -> Path:
     """:func:`write_bytes` of UTF-8 text."""
     return write_bytes(path, text.encode("utf-8"))
-
-
-def save_figure(fig: Any, path: str | Path, **kwargs: Any) -> Path:
-    """Save a matplotlib figure atomically (the format follows the file suffix).
-
-    Args:
-        fig: a ``matplotlib.figure.Figure``.
-        path: destination (``.png``, ``.svg``...).
-        **kwargs: passed to ``savefig``.
-
-    Returns:
-        The path.
-    """
-    import io
-
-    p = Path(path)
-    buf = io.BytesIO()
-    fig.savefig(buf, format=p.suffix.lstrip(".") or "png", **kwargs)
-    return write_bytes(p, buf.getvalue())
 
 
 def write_manifest(
