@@ -17,7 +17,9 @@ from typing import NoReturn
 from . import __version__
 
 # Order here is the order in --help.
-COMMANDS = ("demo", "quant", "sim", "cost", "sweep", "validate", "report", "synth")
+COMMANDS = (
+    "demo", "quant", "sim", "cost", "sweep", "sweep_report", "validate", "report", "synth",
+)  # fmt: skip
 
 DESCRIPTION = """\
 coaccel: accelerator co-design for LLM inference.

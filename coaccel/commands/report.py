@@ -28,6 +28,7 @@ examples:
   coaccel report arch_configs/hbq_asic/hbq_e_28nm.yaml --workload llama-3-8b --scenario prefill_16k
   coaccel report hbq_e_28nm --node 7 --mode cycle --workload llama-3.2-3b
   coaccel report hbq_e_28nm --area-only
+A sweep's report (Pareto fronts of a coaccel sweep store) is coaccel sweep-report.
 """
 
 
@@ -43,7 +44,8 @@ def register(subparsers: Any) -> None:
         description=(
             "Area and energy by component of one or more HBQ ASIC architectures on the "
             "shipped workloads: stacked bars (PNG/SVG), tables with units and sources, a "
-            "Markdown and an HTML page."
+            "Markdown and an HTML page. For the report of a design-space sweep (its Pareto "
+            "fronts and selected design), use 'coaccel sweep-report'."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -14,7 +14,9 @@ examples:
   coaccel sweep arch_configs/sweeps/hbq_pe_psum.yaml --store hbq.sqlite
   coaccel sweep my_sweep.yaml --store runs.sqlite --workers 2 --export csv runs.csv
 Rerunning a spec on the same store evaluates only the points it does not hold yet, so an
-interrupted sweep resumes where it stopped.
+interrupted sweep resumes where it stopped. Then 'coaccel sweep-report STORE --spec SPEC'
+writes the sweep's report (Pareto fronts, the selected design's cost breakdown, one HTML page);
+'coaccel report' is the area/energy report of named HBQ ASIC architectures.
 """
 
 

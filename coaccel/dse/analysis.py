@@ -1,0 +1,763 @@
+"""Analysis of a finished sweep: fronts, the selected design, and cost breakdowns with provenance.
+
+Pure computation (no files, no plots): :mod:`coaccel.report.sweep` formats the result.
+
+* :func:`analyze` reads a store through :class:`~coaccel.dse.Store`, groups the rows by
+  workload (objectives of different workloads are not comparable), extracts each group's Pareto
+  front over the objectives (:func:`~coaccel.dse.pareto.pareto_mask`, feasible points only),
+  measures it (:func:`~coaccel.dse.pareto.hypervolume`) and picks one selected design.
+* :func:`select_index` is the default selection rule: the front point closest (Euclidean) to
+  the ideal point after scaling every objective to [0, 1] over the front.
+* :func:`point_breakdown` re-runs :func:`coaccel.simulate` and :func:`coaccel.cost.evaluate`
+  for one stored point and lists every component's area and energy with unit, one-sigma
+  uncertainty and source, plus whether the model behind the figure was fitted on that very
+  design (``fitted``), predicts it (``predicted``) or is a published figure used as is
+  (``published``), with the validation error from :mod:`coaccel.validate.hbq`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import CoaccelError
+from .pareto import hypervolume, pareto_mask, to_minimization
+from .space import expand
+from .spec import LoadedSpec, load_spec
+from .store import Row, Store
+
+__all__ = [
+    "DEFAULT_OBJECTIVES",
+    "ROLES",
+    "ComponentFigure",
+    "FrontAnalysis",
+    "PointBreakdown",
+    "ReportObjective",
+    "SweepAnalysis",
+    "analyze",
+    "component_figures",
+    "parse_objectives",
+    "point_breakdown",
+    "report_objectives",
+    "select_index",
+]
+
+DEFAULT_OBJECTIVES: tuple[tuple[str, str], ...] = (
+    ("energy_j", "min"),
+    ("seconds", "min"),
+    ("area_mm2", "min"),
+)
+"""Objectives added (in this order, skipping those present) when a spec names fewer than two:
+energy of the run (J), its time (s) and the area (mm²), all minimized."""
+
+ROLES = ("fitted", "predicted", "published")
+"""Values of :attr:`ComponentFigure.role`: ``fitted`` (the model was fitted on a published
+figure of this very design: agreement is in sample), ``predicted`` (the model computes a design
+it was not fitted on), ``published`` (a published figure used as is, times simulated counts)."""
+
+_SRAM_ENERGY_DEPTHS = (128, 256)
+"""Bank depths of the two SRAM energies the SRAM model is solved from ([R-PM]
+src/perf_model.py: the ACT-buffer read at depth 128 and the PSUM read-modify-write at depth
+256): at these depths its per-bit energy reproduces them exactly."""
+
+
+@dataclass(frozen=True)
+class ReportObjective:
+    """One objective of the report.
+
+    Attributes:
+        metric: metric name (a key of the rows' metrics).
+        sense: ``"min"`` or ``"max"``.
+        unit: the metric's unit (from the rows).
+    """
+
+    metric: str
+    sense: str
+    unit: str = ""
+
+    @property
+    def label(self) -> str:
+        """``metric [unit]`` (the unit left out when dimensionless)."""
+        return f"{self.metric} [{self.unit}]" if self.unit and self.unit != "1" else self.metric
+
+
+def parse_objectives(text: str) -> list[tuple[str, str]]:
+    """Parse ``"metric[:min|max],..."`` (default ``min``).
+
+    Args:
+        text: e.g. ``"edp_js,area_mm2:min,accuracy_sqnr_db:max"``.
+
+    Returns:
+        ``[(metric, sense), ...]``.
+
+    Raises:
+        CoaccelError: an empty entry or an unknown sense.
+    """
+    out: list[tuple[str, str]] = []
+    for part in text.split(","):
+        name, _, sense = part.strip().partition(":")
+        sense = sense.strip() or "min"
+        sense = {"minimize": "min", "maximize": "max"}.get(sense, sense)
+        if not name.strip():
+            raise CoaccelError(f"objectives {text!r}: empty entry in the comma-separated list")
+        if sense not in ("min", "max"):
+            raise CoaccelError(
+                f"objective {part.strip()!r}: unknown sense {sense!r}; valid: min, max"
+            )
+        out.append((name.strip(), sense))
+    return out
+
+
+def report_objectives(
+    spec: LoadedSpec, given: Sequence[tuple[str, str]] | None = None
+) -> list[tuple[str, str]]:
+    """The objectives a report uses.
+
+    Args:
+        spec: the loaded spec.
+        given: explicit ``(metric, sense)`` pairs; when None, the spec's objectives, completed
+            from :data:`DEFAULT_OBJECTIVES` up to three when the spec names fewer than two.
+
+    Returns:
+        ``[(metric, sense), ...]`` without repeats.
+    """
+    if given:
+        objs = list(dict.fromkeys((m, s) for m, s in given))
+    else:
+        objs = [(o.metric, "min" if o.goal == "minimize" else "max") for o in spec.spec.objectives]
+        if len(objs) < 2:
+            for m, s in DEFAULT_OBJECTIVES:
+                if len(objs) >= 3:
+                    break
+                if m not in {o for o, _ in objs} and m in spec.metric_units:
+                    objs.append((m, s))
+    return objs
+
+
+def select_index(values: npt.ArrayLike, senses: Sequence[str], front: npt.ArrayLike) -> int:
+    """The default selection rule: the front point closest to the ideal point.
+
+    Every objective is turned into a minimization and scaled to [0, 1] over the front points
+    (0 = the best front value, 1 = the worst; an objective constant over the front scales to
+    0); the selected point has the smallest Euclidean distance to the origin (the ideal point).
+    Ties go to the lowest index.
+
+    Args:
+        values: ``(n_points, n_objectives)``.
+        senses: ``"min"`` or ``"max"`` per column.
+        front: bool ``(n_points,)``, the front mask (at least one True).
+
+    Returns:
+        The index of the selected point (into ``values``).
+
+    Raises:
+        ValueError: an empty front.
+    """
+    v = to_minimization(values, senses)
+    mask = np.asarray(front, dtype=bool)
+    idx = np.flatnonzero(mask)
+    if idx.size == 0:
+        raise ValueError("the front is empty: nothing to select")
+    f = v[idx]
+    lo, hi = f.min(axis=0), f.max(axis=0)
+    span = np.where(hi > lo, hi - lo, 1.0)
+    d = np.sqrt((((f - lo) / span) ** 2).sum(axis=1))
+    return int(idx[int(np.argmin(d))])
+
+
+@dataclass(frozen=True)
+class FrontAnalysis:
+    """One workload's points, their front and the selected design.
+
+    Attributes:
+        workload: ``"model[:scenario]"``.
+        objectives: the objectives (metric, sense, unit).
+        rows: the workload's evaluated (``ok``) rows, in store order.
+        values: float64 ``(len(rows), n_objectives)`` objective values (NaN where a row lacks
+            a metric).
+        feasible: bool ``(len(rows),)``: every limit holds and every objective is present.
+        front: bool ``(len(rows),)``: on the Pareto front of the feasible rows.
+        selected: index into ``rows`` of the selected design, or None without a feasible row.
+        selection: how it was selected (the rule, or the user's choice).
+        hypervolume: the front's hypervolume (product of the objectives' units), NaN without
+            a front.
+        reference: the hypervolume's reference point, per objective (its own sense and unit).
+        failed: the workload's failed rows.
+    """
+
+    workload: str
+    objectives: tuple[ReportObjective, ...]
+    rows: tuple[Row, ...]
+    values: npt.NDArray[np.float64]
+    feasible: npt.NDArray[np.bool_]
+    front: npt.NDArray[np.bool_]
+    selected: int | None
+    selection: str
+    hypervolume: float
+    reference: tuple[float, ...]
+    failed: tuple[Row, ...]
+
+    def ranked_front(self) -> list[int]:
+        """Front indices, the selected one first, then by distance to the ideal point."""
+        idx = [int(i) for i in np.flatnonzero(self.front)]
+        if not idx:
+            return []
+        v = to_minimization(self.values[idx], [o.sense for o in self.objectives])
+        lo, hi = v.min(axis=0), v.max(axis=0)
+        span = np.where(hi > lo, hi - lo, 1.0)
+        d = np.sqrt((((v - lo) / span) ** 2).sum(axis=1))
+        ranked = [idx[i] for i in np.argsort(d, kind="stable")]
+        if self.selected is not None:
+            ranked = [self.selected] + [i for i in ranked if i != self.selected]
+        return ranked
+
+
+@dataclass(frozen=True)
+class ComponentFigure:
+    """One figure of a design's cost breakdown.
+
+    Attributes:
+        component: component name (``pe_array``, ``act_buffer``, ``dram``, ``leakage``...).
+        quantity: ``"area"`` or ``"energy"``.
+        value: the figure (µm² for area, J for energy).
+        unit: ``"um2"`` or ``"J"``.
+        sigma: one-sigma uncertainty, same unit.
+        source: where the figure comes from (model and table, with reference keys).
+        model: which model produced it (``PE model``, ``SRAM model``, ``published figure``...).
+        role: one of :data:`ROLES`.
+        validation_error_pct: the validation error of that model for this figure, percent:
+            the leave-one-out error of a fitted design, the RMS leave-one-out error of the
+            model for a predicted one; NaN where no validation exists.
+        validation: what the validation error is and where it comes from.
+    """
+
+    component: str
+    quantity: str
+    value: float
+    unit: str
+    sigma: float
+    source: str
+    model: str
+    role: str
+    validation_error_pct: float
+    validation: str
+
+
+@dataclass(frozen=True)
+class PointBreakdown:
+    """A stored point re-evaluated for its cost breakdown.
+
+    Attributes:
+        row: the stored row.
+        breakdown: the :class:`~coaccel.cost.CostBreakdown` of the re-run.
+        figures: every component's area and energy with provenance.
+        totals: the whole design's totals, ``area`` (µm²) and ``energy`` (J), as figures (the
+            energy's role and validation error from the system-energy validation where the
+            simulator has one).
+        digest_matches: the re-built architecture's config digest equals the stored one (the
+            store was computed from this spec's base architecture).
+        energy_matches: the re-run's total energy equals the stored ``energy_j`` exactly.
+    """
+
+    row: Row
+    breakdown: Any
+    figures: tuple[ComponentFigure, ...]
+    totals: tuple[ComponentFigure, ...]
+    digest_matches: bool
+    energy_matches: bool
+
+
+@dataclass(frozen=True)
+class SweepAnalysis:
+    """Everything a sweep report shows.
+
+    Attributes:
+        spec: the loaded spec.
+        spec_text: the spec file's text.
+        store_path: the store file.
+        fronts: one :class:`FrontAnalysis` per workload, in spec order.
+        breakdowns: re-evaluated points by point id (the selected and front points).
+        n_rows: rows in the store.
+        n_foreign: stored rows that are not points of this spec (another sweep's), left out.
+        versions: coaccel versions that computed the rows.
+    """
+
+    spec: LoadedSpec
+    spec_text: str
+    store_path: str
+    fronts: tuple[FrontAnalysis, ...]
+    breakdowns: Mapping[str, PointBreakdown]
+    n_rows: int
+    n_foreign: int
+    versions: tuple[str, ...]
+
+
+def _reference(v_min: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Hypervolume reference in minimization space: the worst value plus 10 % of the range
+    (plus 10 % of its magnitude, or 1, when the range is zero)."""
+    worst, best = v_min.max(axis=0), v_min.min(axis=0)
+    span = worst - best
+    pad = np.where(span > 0, 0.1 * span, np.where(worst != 0, 0.1 * np.abs(worst), 1.0))
+    return worst + pad
+
+
+def _front(
+    workload: str,
+    rows: list[Row],
+    failed: list[Row],
+    objs: list[ReportObjective],
+    select: str | None,
+    rule: str,
+) -> FrontAnalysis:
+    senses = [o.sense for o in objs]
+    values = np.full((len(rows), len(objs)), np.nan)
+    for i, r in enumerate(rows):
+        for j, o in enumerate(objs):
+            if o.metric in r.metrics:
+                values[i, j] = float(r.metrics[o.metric][0])
+    feasible = np.array([bool(r.feasible) for r in rows], dtype=bool)
+    if len(rows):
+        feasible &= ~np.isnan(values).any(axis=1)
+    front = np.zeros(len(rows), dtype=bool)
+    hv, ref = math.nan, tuple(math.nan for _ in objs)
+    selected: int | None = None
+    selection = "no feasible point"
+    fi = np.flatnonzero(feasible)
+    if fi.size:
+        front[fi] = pareto_mask(values[fi], senses)
+        sign = np.array([1.0 if s == "min" else -1.0 for s in senses])
+        ref_min = _reference(to_minimization(values[fi], senses))
+        ref = tuple(float(x) for x in ref_min * sign)
+        hv = hypervolume(values[front], senses, ref)
+        if rule == "ideal":
+            selected = select_index(values, senses, front)
+            selection = (
+                "closest to the ideal point: each objective scaled to [0, 1] over the front, "
+                "smallest Euclidean distance"
+            )
+        else:
+            metric = rule.partition(":")[2]
+            j = [o.metric for o in objs].index(metric)
+            col = values[fi, j] if senses[j] == "min" else -values[fi, j]
+            # The best feasible value; among ties, the front point closest to the ideal.
+            best = fi[col == col.min()]
+            tie = np.zeros(len(rows), dtype=bool)
+            tie[best] = True
+            tie &= front
+            selected = select_index(values, senses, tie if tie.any() else front)
+            selection = f"best {metric} ({senses[j]}imum) among feasible points"
+    if select is not None:
+        hits = [i for i, r in enumerate(rows) if r.point_id.startswith(select)]
+        if len(hits) == 1:
+            selected = hits[0]
+            on = "on" if front[selected] else "off"
+            selection = f"chosen by the user (--select {select}; {on} the front)"
+    return FrontAnalysis(
+        workload=workload,
+        objectives=tuple(objs),
+        rows=tuple(rows),
+        values=values,
+        feasible=feasible,
+        front=front,
+        selected=selected,
+        selection=selection,
+        hypervolume=hv,
+        reference=ref,
+        failed=tuple(failed),
+    )
+
+
+def analyze(
+    spec: str | Path | LoadedSpec,
+    store: str | Path | Store,
+    *,
+    objectives: Sequence[tuple[str, str]] | None = None,
+    select: str | None = None,
+    rule: str = "ideal",
+    max_breakdowns: int = 6,
+) -> SweepAnalysis:
+    """Analyse a sweep: per workload, the front, the selected design and cost breakdowns.
+
+    Only the rows of the points this spec expands to count; other rows of a shared store
+    (another sweep's points) are left out and counted in :attr:`SweepAnalysis.n_foreign`.
+
+    Args:
+        spec: the spec file or its :func:`~coaccel.dse.load_spec` result.
+        store: the store path or an open :class:`~coaccel.dse.Store`.
+        objectives: ``(metric, sense)`` pairs (default :func:`report_objectives`).
+        select: a point id (or a unique prefix of one) to select instead of the rule.
+        rule: ``"ideal"`` (:func:`select_index`) or ``"best:<metric>"`` (the best feasible
+            value of one objective).
+        max_breakdowns: how many points per workload get a cost breakdown: the selected one
+            and the front points closest to the ideal point (at least 1).
+
+    Returns:
+        The :class:`SweepAnalysis`.
+
+    Raises:
+        CoaccelError: the store holds no row of this spec; an objective no row computes; a
+            bad rule; a ``select`` id that matches no row or several.
+    """
+    ls = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
+    st = store if isinstance(store, Store) else Store(store)
+    try:
+        all_rows = list(st.rows())
+        store_path = str(st.path)
+    finally:
+        if not isinstance(store, Store):
+            st.close()
+    ids = {p.point_id for p in expand(ls.spec, ls.constraints, ls.digest, ls.source)}
+    mine = [r for r in all_rows if r.point_id in ids]
+    if not mine:
+        raise CoaccelError(
+            f"store {store_path!r} holds no point of spec {ls.source!r} "
+            f"({len(all_rows)} rows of other sweeps); run: coaccel sweep {ls.source} "
+            f"--store {store_path}"
+        )
+    ok = [r for r in mine if r.status == "ok"]
+    units: dict[str, str] = dict(ls.metric_units)
+    for r in ok:
+        for k, (_, u) in r.metrics.items():
+            units.setdefault(k, u)
+    pairs = report_objectives(ls, objectives)
+    unknown = [m for m, _ in pairs if m not in units]
+    if unknown:
+        import difflib
+
+        hints = [difflib.get_close_matches(m, list(units), n=1) for m in unknown]
+        raise CoaccelError(
+            "objective(s) no stored point computes: "
+            + ", ".join(
+                f"{m!r}" + (f" (did you mean {h[0]!r}?)" if h else "")
+                for m, h in zip(unknown, hints, strict=True)
+            )
+        )
+    if not pairs:
+        raise CoaccelError("no objective: name some with --objectives metric[:min|max],...")
+    if rule != "ideal":
+        kind, _, metric = rule.partition(":")
+        if kind != "best" or metric not in {m for m, _ in pairs}:
+            raise CoaccelError(
+                f"selection rule {rule!r}: valid: ideal, or best:<objective> with an objective "
+                f"of {', '.join(m for m, _ in pairs)}"
+            )
+    if select is not None:
+        hits = [r for r in ok if r.point_id.startswith(select)]
+        if len(hits) != 1:
+            what = "no evaluated point" if not hits else f"{len(hits)} points"
+            raise CoaccelError(f"--select {select!r}: {what} of this sweep has that id")
+    objs = [ReportObjective(m, s, units[m]) for m, s in pairs]
+    workloads = list(dict.fromkeys([*ls.spec.workloads, *(r.workload for r in mine)]))
+    fronts = []
+    for w in workloads:
+        w_ok = [r for r in ok if r.workload == w]
+        w_failed = [r for r in mine if r.workload == w and r.status != "ok"]
+        if not w_ok and not w_failed:
+            continue
+        sel = select if select is not None and any(
+            r.point_id.startswith(select) for r in w_ok
+        ) else None  # fmt: skip
+        fronts.append(_front(w, w_ok, w_failed, objs, sel, rule))
+    breakdowns: dict[str, PointBreakdown] = {}
+    for fa in fronts:
+        picks = fa.ranked_front()
+        if fa.selected is not None and fa.selected not in picks:
+            picks = [fa.selected, *picks]
+        for i in picks[: max(1, max_breakdowns)]:
+            r = fa.rows[i]
+            breakdowns[r.point_id] = point_breakdown(ls, r)
+    return SweepAnalysis(
+        spec=ls,
+        spec_text=Path(ls.source).read_text(encoding="utf-8"),
+        store_path=store_path,
+        fronts=tuple(fronts),
+        breakdowns=breakdowns,
+        n_rows=len(all_rows),
+        n_foreign=len(all_rows) - len(mine),
+        versions=tuple(sorted({r.version for r in mine})),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Cost breakdowns with provenance
+
+
+@functools.cache
+def _pe_validation() -> tuple[dict[tuple[str, str], Any], dict[str, tuple[float, int]]]:
+    """PE validation rows of :func:`coaccel.validate.hbq.pe_targets`.
+
+    Returns:
+        ``{(quantity, label): Target}`` for the calibration points, and per quantity the RMS
+        leave-one-out error (percent) over the informative whole-PE published points with how
+        many there are.
+    """
+    from ..cost import pe_model
+    from ..validate.hbq import pe_targets
+
+    by_name = {t.name: t for t in pe_targets()}
+    rows: dict[tuple[str, str], Any] = {}
+    errs: dict[str, list[float]] = {"area": [], "energy": []}
+    for p in pe_model().calibration:
+        t = by_name.get(p.label)
+        if t is None or not p.whole_pe or not p.published:
+            continue
+        rows[(p.quantity, p.label)] = t
+        if p.loo_informative and not math.isnan(t.loo_error_pct):
+            errs[p.quantity].append(t.loo_error_pct)
+    rms = {
+        q: (math.sqrt(sum(e * e for e in v) / len(v)) if v else math.nan, len(v))
+        for q, v in errs.items()
+    }
+    return rows, rms
+
+
+@functools.cache
+def _system_validation() -> tuple[str, float, str]:
+    """The HBQ system-energy validation: (role, RMS error %, description)."""
+    from ..validate.hbq import system_energy_targets
+
+    targets, _ = system_energy_targets(mode="analytical")
+    errs = [t.error_pct for t in targets if not math.isnan(t.error_pct)]
+    rms = math.sqrt(sum(e * e for e in errs) / len(errs)) if errs else math.nan
+    worst = max((abs(e) for e in errs), default=math.nan)
+    roles = {t.fit for t in targets}
+    role = "fitted" if roles == {"fitted"} else "predicted"
+    return (
+        role,
+        rms,
+        f"RMS error of the system energy over {len(errs)} runs (5 models x 5 architectures, "
+        f"2048-token prefill, analytical) against [R-PM] src/perf_model.py, max |error| "
+        f"{worst:.1f} % (coaccel validate hbq, system_energy)",
+    )
+
+
+def _pe_figure(name: str, quantity: str, value: float, sigma: float, pt: Any) -> ComponentFigure:
+    unit = "um2" if quantity == "area" else "J"
+    if pt.model is None:
+        return ComponentFigure(
+            name, quantity, value, unit, sigma, pt.source, "published per-MAC figure",
+            "published", math.nan, "a published figure used as is: no model to validate",
+        )  # fmt: skip
+    rows, rms = _pe_validation()
+    pe = pt.model.pe
+    hit = next(
+        (t for (q, _), t in rows.items() if q == quantity and _cal_pe(q, t.name) == pe), None
+    )
+    if hit is not None:
+        return ComponentFigure(
+            name, quantity, value, unit, sigma, pt.source, "PE model", "fitted",
+            hit.loo_error_pct,
+            f"fitted on the published point '{hit.name}' ({hit.source}): in-sample error "
+            f"{hit.error_pct:+.2f} %; the error given is the leave-one-out prediction's "
+            "(model refitted without that point; coaccel validate hbq)",
+        )  # fmt: skip
+    err, n = rms[quantity]
+    return ComponentFigure(
+        name, quantity, value, unit, sigma, pt.source, "PE model", "predicted",
+        err,
+        f"not a calibration point: the error given is the PE model's RMS leave-one-out error "
+        f"over {n} published whole-PE {quantity} points (coaccel validate hbq, pe_{quantity})",
+    )  # fmt: skip
+
+
+@functools.cache
+def _cal_pes() -> dict[tuple[str, str], Any]:
+    from ..cost import pe_model
+
+    return {(p.quantity, p.label): p.pe for p in pe_model().calibration}
+
+
+def _cal_pe(quantity: str, label: str) -> Any:
+    return _cal_pes().get((quantity, label))
+
+
+def component_figures(
+    arch: Any, breakdown: Any, priced: Any, node_nm: float = 28
+) -> list[ComponentFigure]:
+    """Every component's area and energy with unit, sigma, source, model role and validation.
+
+    Args:
+        arch: the loaded architecture config.
+        breakdown: its :class:`~coaccel.cost.CostBreakdown` for a run.
+        priced: the run's :class:`~coaccel.sim.common.priced.PricedComponents` (the target's
+            ``priced_components(arch, result)``), which says which component is which.
+        node_nm: technology node of the breakdown.
+
+    Returns:
+        Area figures (µm²) in breakdown order, then energy figures (J).
+    """
+    from ..cost import mac_point, sram_cost, sram_model
+
+    cb = breakdown
+    kinds: dict[str, tuple[str, Any]] = {}
+    for m in priced.macs:
+        kinds[m.name] = ("mac", mac_point(m, node_nm))
+    for b in priced.buffers:
+        kinds[b.name] = ("buffer", b)
+    for g in priced.logic:
+        kinds[g.name] = ("logic", g)
+    for d in priced.offchip:
+        kinds[d.name] = ("offchip", d)
+    sm = sram_model()
+    fit_err = 100.0 * max(abs(e) for e in sm.area_fit_errors)
+    out: list[ComponentFigure] = []
+    for quantity, values, sigmas in (
+        ("area", cb.area_um2, cb.area_sigma_um2),
+        ("energy", cb.energy_j, cb.energy_sigma_j),
+    ):
+        unit = "um2" if quantity == "area" else "J"
+        for name, value in values.items():
+            sigma = float(sigmas.get(name, math.nan))
+            src = " ".join(str(cb.sources.get(name, "")).split())
+            kind, obj = kinds.get(name, ("other", None))
+            if kind == "mac":
+                out.append(_pe_figure(name, quantity, float(value), sigma, obj))
+            elif kind == "buffer":
+                if quantity == "area":
+                    s = sram_cost(obj.depth_words, obj.bank_width_bits, banks=obj.banks)
+                    if s.in_calibrated_range:
+                        role, err = "fitted", fit_err
+                        note = (
+                            "within the calibrated macro sizes: the per-bit area fits the two "
+                            f"[R-ACC] register-file macros within {fit_err:.2f} % (in sample)"
+                        )
+                    else:
+                        role, err = "predicted", math.nan
+                        note = (
+                            "beyond the calibrated macro sizes (CACTI-style amortisation, a "
+                            "stated assumption): no independent check; see the 1-sigma"
+                        )
+                else:
+                    if obj.depth_words in _SRAM_ENERGY_DEPTHS:
+                        role, err = "fitted", 0.0
+                        note = (
+                            f"bank depth {obj.depth_words} is one of the two [R-PM] SRAM "
+                            "energies the per-bit energy is solved from (exact there)"
+                        )
+                    else:
+                        role, err = "predicted", math.nan
+                        note = (
+                            f"bank depth {obj.depth_words}: interpolated / extrapolated from "
+                            "the two [R-PM] SRAM energies; no independent check"
+                        )
+                out.append(
+                    ComponentFigure(
+                        name,
+                        quantity,
+                        float(value),
+                        unit,
+                        sigma,
+                        src,
+                        "SRAM model",
+                        role,
+                        err,
+                        note,
+                    )  # fmt: skip
+                )
+            else:
+                model = {
+                    "logic": "published per-lane figure",
+                    "offchip": "published energy per byte x simulated traffic",
+                }.get(kind, "published figure x simulated run time")
+                out.append(
+                    ComponentFigure(
+                        name,
+                        quantity,
+                        float(value),
+                        unit,
+                        sigma,
+                        src,
+                        model,
+                        "published",
+                        math.nan,
+                        "a published figure used as is: no model to validate",
+                    )  # fmt: skip
+                )
+    return out
+
+
+def _base(ls: LoadedSpec) -> tuple[Any, Any]:
+    from ..simulation import find_arch
+
+    t, path = find_arch(ls.base_path)
+    return t, t.load_arch(path)
+
+
+def point_breakdown(spec: LoadedSpec, row: Row) -> PointBreakdown:
+    """Re-run one stored point and break its cost down by component.
+
+    Args:
+        spec: the sweep's loaded spec (its base architecture and mode).
+        row: a stored ``ok`` row of that sweep.
+
+    Returns:
+        The :class:`PointBreakdown`.
+
+    Raises:
+        CoaccelError: the point's architecture has no cost model.
+    """
+    from ..config import config_digest, override
+    from ..cost import evaluate
+
+    t, base = _base(spec)
+    if t.priced_components is None:
+        raise CoaccelError(f"simulator kind {t.kind!r} has no cost model: no breakdown")
+    arch = override(base, dict(row.params))
+    result = t.simulate(arch, t.load_workload(row.workload), mode=spec.spec.mode)
+    cb = evaluate(result, arch)
+    priced = t.priced_components(arch, result)
+    figures = component_figures(arch, cb, priced, cb.node_nm)
+    totals = [
+        ComponentFigure(
+            "total", "area", cb.total_area_um2, "um2", cb.total_area_sigma_um2,
+            "sum of the components' areas", "sum", "predicted", math.nan,
+            "the components' roles are listed per component",
+        ),
+    ]  # fmt: skip
+    if spec.kind == "hbq_asic":
+        role, err, note = _system_validation()
+        totals.append(
+            ComponentFigure(
+                "total",
+                "energy",
+                cb.total_energy_j,
+                "J",
+                cb.total_energy_sigma_j,
+                "sum of the components' energies",
+                "system energy",
+                role,
+                err,
+                note,
+            )  # fmt: skip
+        )
+    else:
+        totals.append(
+            ComponentFigure(
+                "total",
+                "energy",
+                cb.total_energy_j,
+                "J",
+                cb.total_energy_sigma_j,
+                "sum of the components' energies",
+                "system energy",
+                "predicted",
+                math.nan,
+                f"no system-level validation for simulator kind {spec.kind!r}",
+            )  # fmt: skip
+        )
+    stored = row.metrics.get("energy_j")
+    return PointBreakdown(
+        row=row,
+        breakdown=cb,
+        figures=tuple(figures),
+        totals=tuple(totals),
+        digest_matches=config_digest(arch) == row.config_digest,
+        energy_matches=stored is not None and float(stored[0]) == cb.total_energy_j,
+    )
