@@ -10,7 +10,9 @@ Stages (each prints a short summary and writes its outputs under --out):
                MiniLM when the 'real' extra is installed): CSV + PNG.
 4. simulators — the HBQ ASIC simulator on a 1K-token prefill, cycle-approximate and analytical.
 5. sweep     — a design-space sweep (PE count x PSUM buffer) through coaccel.dse, stored in
-               SQLite, with its Pareto front over energy, time and area.
+               SQLite, with its Pareto front over energy, time and area, and the sweep report
+               (one self-contained HTML page with the interactive front; its path is printed
+               at the end).
 6. report    — the area/energy report (stacked bars, tables with units and sources, MD/HTML).
 
 The first run also compiles the numba kernels (about a minute; cached afterwards). A
@@ -144,6 +146,8 @@ def _stage_sweep(out: Path, rng: np.random.Generator) -> None:
 
     from coaccel.arch_configs import path as config_path
     from coaccel.dse import Store, hypervolume, pareto_mask, run_sweep
+    from coaccel.dse.analysis import analyze
+    from coaccel.report.sweep import write_sweep_report
 
     spec = config_path("sweeps/small_test.yaml")
     db = out / "sweep.sqlite"
@@ -174,6 +178,14 @@ def _stage_sweep(out: Path, rng: np.random.Generator) -> None:
         for r, v, on in zip(rows, values, front, strict=True):
             w.writerow([r.params["pe_array.n_pes"], r.params["buffers.psum.size_kib"], *v, on])
     print(f"  front -> {path}")
+    a = analyze(spec, db)
+    paths = write_sweep_report(a, out / "sweep")
+    for fa in a.fronts:
+        if fa.selected is not None:
+            r = fa.rows[fa.selected]
+            print(f"  selected design {r.point_id[:8]} {r.params} ({fa.selection})")
+    _REPORT[0] = paths[-1]
+    print(f"  sweep report ({len(paths)} files) -> {paths[-1]}")
 
 
 def _stage_report(out: Path, rng: np.random.Generator) -> None:
@@ -207,6 +219,9 @@ STAGES: tuple[tuple[str, Callable[[Path, np.random.Generator], None]], ...] = (
 _QUIET = [False]
 """Whether the running demo was asked for --quiet/--json (stage progress goes silent)."""
 
+_REPORT: list[Path | None] = [None]
+"""The sweep report's HTML page written by the sweep stage (printed at the end of the run)."""
+
 
 def _kernels_cached() -> bool:
     """True when numba has compiled and cached the package's kernels before."""
@@ -231,6 +246,7 @@ def run(args: argparse.Namespace) -> int:
             "in all; cached for later runs)",
             flush=True,
         )
+    _REPORT[0] = None
     t_all = time.perf_counter()
     timings = []
     for i, (title, fn) in enumerate(STAGES, 1):
@@ -244,12 +260,20 @@ def run(args: argparse.Namespace) -> int:
             print(f"      done in {timings[-1]['seconds']:.1f} s", flush=True)
     files = sorted(p for p in out.rglob("*") if p.is_file() and p.name != "manifest.json")
     manifest = write_manifest(out, files, command="coaccel demo", settings={"seed": args.seed})
+    report = _REPORT[0]
     if args.json:
-        doc = {"stages": timings, "out": str(out), "manifest": str(manifest)}
+        doc = {
+            "stages": timings,
+            "out": str(out),
+            "manifest": str(manifest),
+            "sweep_report": None if report is None else str(report),
+        }
         json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
     print(f"demo finished in {time.perf_counter() - t_all:.1f} s; outputs in {out}/")
+    if report is not None:
+        print(f"sweep report (open in a browser): {report}")
     return 0
 
 
