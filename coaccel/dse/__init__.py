@@ -11,7 +11,11 @@
 * :func:`pareto_mask` and :func:`hypervolume` extract the non-dominated points of any number
   of objectives and measure the front.
 
-``docs/dse.md`` describes the spec format, the store and the ``coaccel sweep`` command.
+* :mod:`coaccel.dse.analysis` turns a finished sweep into fronts per workload, a selected
+  design and per-component cost breakdowns with provenance (``coaccel sweep-report``).
+
+``docs/dse.md`` describes the spec format, the store, the ``coaccel sweep`` command and the
+sweep report.
 """
 
 from .driver import Progress, SweepSummary, evaluate_points, run_sweep

@@ -3,6 +3,8 @@
 * :mod:`.quant`: the quantization accuracy study (``coaccel quant``).
 * :mod:`.hbq`: the HBQ validation table and the area/energy report (``coaccel validate hbq``,
   ``coaccel report``).
+* :mod:`.sweep`: the sweep report, one self-contained HTML page with the interactive front,
+  Markdown, CSV and PNG charts (``coaccel sweep-report``).
 """
 
 from .quant import (
