@@ -254,3 +254,36 @@ def test_analyze_needs_rows_of_the_spec(tmp_path):
     with pytest.raises(CoaccelError, match="holds no point"):
         analyze(ls, db)
     assert Path(db).exists()
+
+
+TWO_WORKLOADS = """\
+version: 1
+description: two workloads, one front each
+base: hbq_e_28nm
+workloads: [llama-3.2-1b:prefill_256, llama-3.2-1b:decode_1k]
+mode: analytical
+parameters:
+  pe_array.n_pes: [16, 32, 64]
+strategy: {kind: grid}
+objectives:
+  - {metric: seconds, goal: minimize}
+  - {metric: area_mm2, goal: minimize}
+"""
+
+
+def test_one_front_per_workload(tmp_path):
+    spec = tmp_path / "two.yaml"
+    spec.write_text(TWO_WORKLOADS)
+    db = tmp_path / "two.sqlite"
+    run_sweep(spec, db)
+    a = analyze(spec, db, max_breakdowns=1)
+    assert [f.workload for f in a.fronts] == ["llama-3.2-1b:prefill_256", "llama-3.2-1b:decode_1k"]
+    for fa in a.fronts:
+        assert {r.workload for r in fa.rows} == {fa.workload} and len(fa.rows) == 3
+        vals = np.array([[r.metrics[m][0] for m in ("seconds", "area_mm2")] for r in fa.rows])
+        expect = _brute_front(vals)
+        np.testing.assert_array_equal(fa.front, expect)
+        assert fa.front[fa.selected]
+        # one breakdown per workload (max_breakdowns=1): the selected design's
+        assert fa.rows[fa.selected].point_id in a.breakdowns
+    assert len(a.breakdowns) == 2

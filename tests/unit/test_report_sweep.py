@@ -168,3 +168,24 @@ def test_help_texts_tell_the_two_reports_apart(capsys):
         with pytest.raises(SystemExit):
             main([cmd, "--help"])
         assert other in capsys.readouterr().out
+
+
+def test_two_workloads_get_two_interactive_fronts(tmp_path):
+    from coaccel.dse.analysis import analyze
+    from coaccel.report.sweep import write_sweep_report
+
+    spec = tmp_path / "two.yaml"
+    spec.write_text(
+        SMALL.read_text().replace(
+            "workloads: [llama-3.2-1b:prefill_1024]",
+            "workloads: [llama-3.2-1b:prefill_256, llama-3.2-1b:prefill_512]",
+        )
+    )
+    db = tmp_path / "two.sqlite"
+    run_sweep(spec, db)
+    paths = write_sweep_report(analyze(spec, db, max_breakdowns=1), tmp_path / "out")
+    text = paths[-1].read_text(encoding="utf-8")
+    assert text.count("Plotly.newPlot") == 2
+    assert 'id="front-0"' in text and 'id="front-1"' in text
+    for w in ("prefill_256", "prefill_512"):
+        assert (tmp_path / "out" / f"breakdown_llama_3_2_1b_{w}.png").is_file()
