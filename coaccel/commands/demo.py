@@ -9,7 +9,7 @@ Stages (each prints a short summary and writes its outputs under --out):
 3. accuracy  — the quantization accuracy study (synthetic tensors, and the real pretrained
                MiniLM when the 'real' extra is installed): CSV + PNG.
 4. simulators — the HBQ ASIC simulator on a 1K-token prefill, cycle-approximate and analytical.
-5. sweep     — a design-space sweep (PE count x PSUM buffer) through coaccel.dse, stored in
+5. sweep     — a design-space sweep (PE count x PSUM x ACT buffer) through coaccel.dse, stored in
                SQLite, with its Pareto front over energy, time and area, and the sweep report
                (one self-contained HTML page with the interactive front; its path is printed
                at the end).
@@ -142,48 +142,43 @@ def _stage_sim(out: Path, rng: np.random.Generator) -> None:
 
 
 def _stage_sweep(out: Path, rng: np.random.Generator) -> None:
-    import csv
-
     from coaccel.arch_configs import path as config_path
-    from coaccel.dse import Store, hypervolume, pareto_mask, run_sweep
+    from coaccel.dse import run_sweep
     from coaccel.dse.analysis import analyze
     from coaccel.report.sweep import write_sweep_report
 
-    spec = config_path("sweeps/small_test.yaml")
+    spec = config_path("sweeps/demo_buffers.yaml")
     db = out / "sweep.sqlite"
     summary = run_sweep(spec, db, workers=1)
     print(
         f"  {spec.name}: {summary.total} points ({summary.evaluated} evaluated, "
         f"{summary.skipped} already stored, {summary.failed} failed) -> {db}"
     )
-    with Store(db) as st:
-        rows = [r for r in st.rows(status="ok")]
-    keys = ("energy_j", "seconds", "area_mm2")
-    values = np.array([[float(r.metrics[k][0]) for k in keys] for r in rows])
-    front = pareto_mask(values, ["min"] * 3)
-    ref = values.max(axis=0) * 1.1
-    hv = hypervolume(values, ["min"] * 3, ref)
-    print(f"  {'n_pes':>5} {'psum KiB':>8} {'ms':>9} {'energy J':>9} {'area mm2':>9} front")
-    for r, (e, sec, area), on in zip(rows, values, front, strict=True):
-        print(
-            f"  {r.params['pe_array.n_pes']:>5} {r.params['buffers.psum.size_kib']:>8} "
-            f"{sec * 1e3:>9.2f} {e:>9.4f} {area:>9.3f} {'*' if on else ''}"
-        )
-    print(f"  Pareto front (energy, time, area): {int(front.sum())} of {len(rows)} points; "
-          f"hypervolume {hv:.4g} J·s·mm² below 1.1 x the worst point")  # fmt: skip
-    path = out / "sweep_front.csv"
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["n_pes", "psum_kib", "seconds", "energy_j", "area_mm2", "on_front"])
-        for r, v, on in zip(rows, values, front, strict=True):
-            w.writerow([r.params["pe_array.n_pes"], r.params["buffers.psum.size_kib"], *v, on])
-    print(f"  front -> {path}")
     a = analyze(spec, db)
     paths = write_sweep_report(a, out / "sweep")
     for fa in a.fronts:
+        print(f"  {'n_pes':>5} {'psum KiB':>8} {'act KiB':>7} {'ms':>9} {'energy J':>9} "
+              f"{'area mm2':>9}  point")  # fmt: skip
+        for k, r in enumerate(fa.rows):
+            e, sec, area = (float(r.metrics[m][0]) for m in ("energy_j", "seconds", "area_mm2"))
+            kind = "front" if fa.front[k] else ("dominated" if fa.feasible[k] else "infeasible")
+            print(
+                f"  {r.params['pe_array.n_pes']:>5} {r.params['buffers.psum.size_kib']:>8} "
+                f"{r.params['buffers.act.size_kib']:>7} {sec * 1e3:>9.2f} {e:>9.4f} "
+                f"{area:>9.3f}  {kind}{' (selected)' if k == fa.selected else ''}"
+            )
+        for r in fa.failed:
+            why = (r.error or "").strip().splitlines()[-1].rpartition(": ")[2]
+            print(f"  {r.params['pe_array.n_pes']:>5} {r.params['buffers.psum.size_kib']:>8} "
+                  f"{r.params['buffers.act.size_kib']:>7}  failed: {why[:90]}")  # fmt: skip
+        print(
+            f"  Pareto front ({', '.join(o.metric for o in fa.objectives)}): "
+            f"{int(fa.front.sum())} of {int(fa.feasible.sum())} feasible points; hypervolume "
+            f"{fa.hypervolume:.4g} J·s·mm² (reference: the worst feasible values + 10 % of "
+            "their range)"
+        )
         if fa.selected is not None:
-            r = fa.rows[fa.selected]
-            print(f"  selected design {r.point_id[:8]} {r.params} ({fa.selection})")
+            print(f"  selected: {fa.rows[fa.selected].point_id[:8]} ({fa.selection})")
     _REPORT[0] = paths[-1]
     print(f"  sweep report ({len(paths)} files) -> {paths[-1]}")
 
@@ -211,7 +206,7 @@ STAGES: tuple[tuple[str, Callable[[Path, np.random.Generator], None]], ...] = (
     ("hbq: exact datapath GEMM, partial-sum modes, trace", _stage_hbq),
     ("accuracy: quantization error study", _stage_accuracy),
     ("simulators: HBQ ASIC, cycle-approximate vs analytical", _stage_sim),
-    ("sweep: HBQ-E PE count x PSUM buffer (coaccel.dse, Pareto front)", _stage_sweep),
+    ("sweep: HBQ-E PE count x PSUM x ACT buffer (coaccel.dse, Pareto front, report)", _stage_sweep),
     ("report: area/energy by component, with units and sources", _stage_report),
 )
 

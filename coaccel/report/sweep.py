@@ -110,7 +110,7 @@ def _caption(a: SweepAnalysis, fa: FrontAnalysis, what: str) -> str:
         f"{what} Source: coaccel sweep of {Path(a.spec.source).name} (base "
         f"{Path(a.spec.base_path).stem}, config digest {a.spec.base_digest[:12]}), workload "
         f"{fa.workload}, simulator mode {s.mode}, strategy {strat}; {len(fa.rows)} evaluated "
-        f"points, {n_feas} feasible"
+        f"points ({len(fa.failed)} more failed), {n_feas} feasible"
         + (f" (limits: {'; '.join(s.limits)})" if s.limits else "")
         + f", {int(fa.front.sum())} on the front. Energy and area: coaccel.cost.evaluate "
         "(docs/cost_model.md)."

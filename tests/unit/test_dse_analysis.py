@@ -287,3 +287,16 @@ def test_one_front_per_workload(tmp_path):
         # one breakdown per workload (max_breakdowns=1): the selected design's
         assert fa.rows[fa.selected].point_id in a.breakdowns
     assert len(a.breakdowns) == 2
+
+
+def test_demo_spec_shows_every_kind_of_point(tmp_path):
+    # The demo's sweep is chosen so that its report has front, dominated, infeasible and failed
+    # points (its header says so); this keeps the claim true.
+    spec = config_path("sweeps/demo_buffers.yaml")
+    db = tmp_path / "demo.sqlite"
+    s = run_sweep(spec, db)
+    assert s.total == 18
+    fa = analyze(spec, db, max_breakdowns=1).fronts[0]
+    assert fa.front.any() and (fa.feasible & ~fa.front).any()
+    assert (~fa.feasible).any() and len(fa.failed) > 0
+    assert all(not fa.feasible[k] for k, r in enumerate(fa.rows) if r.metrics["area_mm2"][0] > 2)

@@ -19,7 +19,7 @@ from coaccel.dse import run_sweep
 
 pytestmark = pytest.mark.browser
 
-SMALL = config_path("sweeps/small_test.yaml")
+DEMO = config_path("sweeps/demo_buffers.yaml")
 
 
 def _chromium() -> str | None:
@@ -34,9 +34,9 @@ def _chromium() -> str | None:
 def page_path(tmp_path_factory):
     d = tmp_path_factory.mktemp("browser")
     db = d / "s.sqlite"
-    run_sweep(SMALL, db)
+    run_sweep(DEMO, db)
     out = d / "out"
-    assert main(["sweep-report", str(db), "--spec", str(SMALL), "--out", str(out), "--quiet"]) == 0
+    assert main(["sweep-report", str(db), "--spec", str(DEMO), "--out", str(out), "--quiet"]) == 0
     return out / "sweep_report.html"
 
 
