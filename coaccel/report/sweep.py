@@ -588,7 +588,9 @@ def _front_lines(fa: FrontAnalysis) -> list[str]:
         f"{len(fa.rows)} evaluated points, {int(fa.feasible.sum())} feasible, "
         f"{int(fa.front.sum())} on the Pareto front, {len(fa.failed)} failed"
     ]
-    if fa.selected is not None:
+    if fa.selected is None:
+        out.append("no feasible point: no front and no selected design (see the limits)")
+    else:
         r = fa.rows[fa.selected]
         out.append(
             f"selected design {_short(r.point_id)} ({json.dumps(r.params, sort_keys=True)}): "

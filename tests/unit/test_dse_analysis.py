@@ -300,3 +300,37 @@ def test_demo_spec_shows_every_kind_of_point(tmp_path):
     assert fa.front.any() and (fa.feasible & ~fa.front).any()
     assert (~fa.feasible).any() and len(fa.failed) > 0
     assert all(not fa.feasible[k] for k, r in enumerate(fa.rows) if r.metrics["area_mm2"][0] > 2)
+
+
+def test_maximized_objective(small):
+    # utilisation is maximized: the front is the brute-force front of (energy, -utilisation)
+    ls, db = small
+    fa = analyze(ls, db, objectives=[("energy_j", "min"), ("utilisation", "max")]).fronts[0]
+    assert [o.sense for o in fa.objectives] == ["min", "max"]
+    feas = fa.feasible
+    v = fa.values[feas] * np.array([1.0, -1.0])
+    expect = np.zeros(len(fa.rows), dtype=bool)
+    expect[feas] = _brute_front(v)
+    np.testing.assert_array_equal(fa.front, expect)
+    # the reference is worse than every point in its own sense: above in energy, below in
+    # utilisation
+    assert fa.reference[0] > fa.values[feas, 0].max()
+    assert fa.reference[1] < fa.values[feas, 1].min()
+    assert fa.hypervolume > 0
+
+
+def test_no_feasible_point_still_reports(tmp_path):
+    from coaccel.report.sweep import write_sweep_report
+
+    spec = tmp_path / "none.yaml"
+    spec.write_text(SMALL.read_text().replace('"area_mm2 <= 2"', '"area_mm2 <= 0.001"'))
+    db = tmp_path / "none.sqlite"
+    run_sweep(spec, db)
+    a = analyze(spec, db)
+    fa = a.fronts[0]
+    assert not fa.feasible.any() and not fa.front.any()
+    assert fa.selected is None and math.isnan(fa.hypervolume) and not a.breakdowns
+    paths = write_sweep_report(a, tmp_path / "out")
+    assert paths[-1].name == "sweep_report.html"
+    assert "no feasible point: no front and no selected design" in paths[-1].read_text()
+    assert not [p for p in paths if p.name.startswith(("parallel_", "breakdown_"))]
