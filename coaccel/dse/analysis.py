@@ -43,6 +43,7 @@ __all__ = [
     "SweepAnalysis",
     "analyze",
     "component_figures",
+    "group_rows",
     "parse_objectives",
     "point_breakdown",
     "report_objectives",
@@ -178,6 +179,8 @@ class FrontAnalysis:
 
     Attributes:
         workload: ``"model[:scenario]"``.
+        stage: the sweep stage whose rows these are (None for a sweep without stages).
+        mode: the simulator mode of those rows.
         objectives: the objectives (metric, sense, unit).
         rows: the workload's evaluated (``ok``) rows, in store order.
         values: float64 ``(len(rows), n_objectives)`` objective values (NaN where a row lacks
@@ -193,6 +196,8 @@ class FrontAnalysis:
     """
 
     workload: str
+    stage: str | None
+    mode: str
     objectives: tuple[ReportObjective, ...]
     rows: tuple[Row, ...]
     values: npt.NDArray[np.float64]
@@ -203,6 +208,13 @@ class FrontAnalysis:
     hypervolume: float
     reference: tuple[float, ...]
     failed: tuple[Row, ...]
+
+    @property
+    def title(self) -> str:
+        """The workload, and the stage with its mode when the sweep has stages."""
+        if self.stage is None:
+            return self.workload
+        return f"{self.workload}, stage {self.stage} ({self.mode})"
 
     def ranked_front(self) -> list[int]:
         """Front indices, the selected one first, then by distance to the ideal point."""
@@ -310,6 +322,8 @@ def _reference(v_min: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 
 def _front(
     workload: str,
+    stage: str | None,
+    mode: str,
     rows: list[Row],
     failed: list[Row],
     objs: list[ReportObjective],
@@ -361,6 +375,8 @@ def _front(
             selection = f"chosen by the user (--select {select}; {on} the front)"
     return FrontAnalysis(
         workload=workload,
+        stage=stage,
+        mode=mode,
         objectives=tuple(objs),
         rows=tuple(rows),
         values=values,
@@ -372,6 +388,47 @@ def _front(
         reference=ref,
         failed=tuple(failed),
     )
+
+
+def _digests(ls: LoadedSpec) -> list[str]:
+    """The spec digest and, for a sweep with stages, each stage's (its rows carry those)."""
+    out = [ls.digest]
+    stage_digest = getattr(ls, "stage_digest", None)
+    for stage in getattr(ls, "stages", ()) or ():
+        if stage_digest is not None:
+            out.append(stage_digest(stage))
+    return list(dict.fromkeys(out))
+
+
+def group_rows(
+    rows: Sequence[Row], workloads: Sequence[str], stages: Sequence[str | None] = ()
+) -> dict[tuple[str, str | None], list[Row]]:
+    """Rows grouped by workload and sweep stage, each group getting its own front.
+
+    Objectives of different workloads do not compare, nor do those of different simulator
+    fidelities: a sweep with stages (an analytical screen, then a cycle-level re-run of its
+    front) gets one front per stage. Rows without a stage (stores of sweeps without stages)
+    form one group per workload.
+
+    Args:
+        rows: stored rows.
+        workloads: the spec's workloads (their order is the groups' order; others follow).
+        stages: stage names in run order (groups of a workload follow it; others follow).
+
+    Returns:
+        ``{(workload, stage): rows}`` in that order, rows in store order.
+    """
+    groups: dict[tuple[str, str | None], list[Row]] = {}
+    for r in rows:
+        groups.setdefault((r.workload, getattr(r, "stage", None)), []).append(r)
+    w_rank = {w: i for i, w in enumerate(workloads)}
+    s_rank = {s: i for i, s in enumerate(stages)}
+    first = {k: i for i, k in enumerate(groups)}
+
+    def rank(k: tuple[str, str | None]) -> tuple[int, int, int]:
+        return (w_rank.get(k[0], len(w_rank)), s_rank.get(k[1], len(s_rank)), first[k])
+
+    return {k: groups[k] for k in sorted(groups, key=rank)}
 
 
 def analyze(
@@ -413,7 +470,7 @@ def analyze(
     finally:
         if not isinstance(store, Store):
             st.close()
-    ids = {p.point_id for p in expand(ls.spec, ls.constraints, ls.digest, ls.source)}
+    ids = {p.point_id for d in _digests(ls) for p in expand(ls.spec, ls.constraints, d, ls.source)}
     mine = [r for r in all_rows if r.point_id in ids]
     if not mine:
         raise CoaccelError(
@@ -454,17 +511,16 @@ def analyze(
             what = "no evaluated point" if not hits else f"{len(hits)} points"
             raise CoaccelError(f"--select {select!r}: {what} of this sweep has that id")
     objs = [ReportObjective(m, s, units[m]) for m, s in pairs]
-    workloads = list(dict.fromkeys([*ls.spec.workloads, *(r.workload for r in mine)]))
+    stage_names = [getattr(st_, "name", None) for st_ in getattr(ls, "stages", ()) or ()]
     fronts = []
-    for w in workloads:
-        w_ok = [r for r in ok if r.workload == w]
-        w_failed = [r for r in mine if r.workload == w and r.status != "ok"]
-        if not w_ok and not w_failed:
-            continue
+    for (w, stage), group in group_rows(mine, ls.spec.workloads, stage_names).items():
+        g_ok = [r for r in group if r.status == "ok"]
+        g_failed = [r for r in group if r.status != "ok"]
+        mode = next((m for r in group if (m := getattr(r, "mode", None))), ls.spec.mode)
         sel = select if select is not None and any(
-            r.point_id.startswith(select) for r in w_ok
+            r.point_id.startswith(select) for r in g_ok
         ) else None  # fmt: skip
-        fronts.append(_front(w, w_ok, w_failed, objs, sel, rule))
+        fronts.append(_front(w, stage, mode, g_ok, g_failed, objs, sel, rule))
     breakdowns: dict[str, PointBreakdown] = {}
     for fa in fronts:
         picks = fa.ranked_front()
@@ -710,7 +766,8 @@ def point_breakdown(spec: LoadedSpec, row: Row) -> PointBreakdown:
     if t.priced_components is None:
         raise CoaccelError(f"simulator kind {t.kind!r} has no cost model: no breakdown")
     arch = override(base, dict(row.params))
-    result = t.simulate(arch, t.load_workload(row.workload), mode=spec.spec.mode)
+    mode = getattr(row, "mode", None) or spec.spec.mode  # a staged row records its own
+    result = t.simulate(arch, t.load_workload(row.workload), mode=mode)
     cb = evaluate(result, arch)
     priced = t.priced_components(arch, result)
     figures = component_figures(arch, cb, priced, cb.node_nm)

@@ -109,12 +109,17 @@ def _caption(a: SweepAnalysis, fa: FrontAnalysis, what: str) -> str:
     return (
         f"{what} Source: coaccel sweep of {Path(a.spec.source).name} (base "
         f"{Path(a.spec.base_path).stem}, config digest {a.spec.base_digest[:12]}), workload "
-        f"{fa.workload}, simulator mode {s.mode}, strategy {strat}; {len(fa.rows)} evaluated "
+        f"{fa.title}, simulator mode {fa.mode}, strategy {strat}; {len(fa.rows)} evaluated "
         f"points ({len(fa.failed)} more failed), {n_feas} feasible"
         + (f" (limits: {'; '.join(s.limits)})" if s.limits else "")
         + f", {int(fa.front.sum())} on the front. Energy and area: coaccel.cost.evaluate "
         "(docs/cost_model.md)."
     )
+
+
+def _key(fa: FrontAnalysis) -> str:
+    """File-name part of a front: the workload, and the stage when there are stages."""
+    return _slug(fa.workload if fa.stage is None else f"{fa.workload}_{fa.stage}")
 
 
 def _sel_label(fa: FrontAnalysis) -> str:
@@ -174,12 +179,9 @@ def plot_fronts(a: SweepAnalysis, fa: FrontAnalysis, out_dir: Path) -> list[tupl
         ax.set_ylabel(objs[j].label + f" ({objs[j].sense}imize)", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
-        ax.set_title(f"{fa.workload}", fontsize=9)
+        ax.set_title(fa.title, fontsize=9)
         fig.legend(loc="outside right upper", fontsize=7, frameon=False)
-        base = (
-            out_dir
-            / f"front_{_slug(fa.workload)}_{_slug(objs[i].metric)}_vs_{_slug(objs[j].metric)}"
-        )
+        base = out_dir / f"front_{_key(fa)}_{_slug(objs[i].metric)}_vs_{_slug(objs[j].metric)}"
         out.append((save_figure(fig, base, ("png",))[0], cap))
     return out
 
@@ -235,9 +237,9 @@ def plot_parallel(a: SweepAnalysis, fa: FrontAnalysis, out_dir: Path) -> tuple[P
     ax.set_ylim(-0.05, 1.05)
     for xi in x:
         ax.axvline(float(xi), color="black", lw=0.5)
-    ax.set_title(fa.workload, fontsize=9)
+    ax.set_title(fa.title, fontsize=9)
     fig.legend(loc="outside right upper", fontsize=7, frameon=False)
-    path = save_figure(fig, out_dir / f"parallel_{_slug(fa.workload)}", ("png",))[0]
+    path = save_figure(fig, out_dir / f"parallel_{_key(fa)}", ("png",))[0]
     return path, cap
 
 
@@ -301,8 +303,8 @@ def plot_breakdown(a: SweepAnalysis, fa: FrontAnalysis, out_dir: Path) -> tuple[
             handles.setdefault(lab, h)
     fig.legend(list(handles.values()), list(handles), loc="outside right upper", fontsize=7,
                title="component", title_fontsize=7, frameon=False)  # fmt: skip
-    fig.suptitle(fa.workload, fontsize=9)
-    path = save_figure(fig, out_dir / f"breakdown_{_slug(fa.workload)}", ("png",))[0]
+    fig.suptitle(fa.title, fontsize=9)
+    path = save_figure(fig, out_dir / f"breakdown_{_key(fa)}", ("png",))[0]
     return path, cap
 
 
@@ -320,6 +322,7 @@ def point_rows(a: SweepAnalysis) -> list[dict[str, Any]]:
             rec: dict[str, Any] = {
                 "point_id": r.point_id,
                 "workload": r.workload,
+                "stage": fa.stage,
                 "status": r.status,
                 "feasible": None if k is None else bool(fa.feasible[k]),
                 "on_front": False if k is None else bool(fa.front[k]),
@@ -540,7 +543,8 @@ def _provenance(a: SweepAnalysis, b: PointBreakdown) -> list[tuple[str, str]]:
         ("computed by coaccel", r.version),
         ("re-evaluated by coaccel", __version__),
         ("evaluation time (s)", _num(r.elapsed_s)),
-        ("simulator mode", a.spec.spec.mode),
+        ("simulator mode", getattr(r, "mode", None) or a.spec.spec.mode),
+        ("sweep stage", getattr(r, "stage", None) or ""),
         ("technology node (nm)", _num(b.breakdown.node_nm)),
     ]
 
@@ -629,7 +633,7 @@ def write_sweep_report(a: SweepAnalysis, out_dir: str | Path) -> list[Path]:
         for extra in (plot_parallel(a, fa, out), plot_breakdown(a, fa, out)):
             if extra is not None:
                 cs.append(extra)
-        charts[fa.workload] = cs
+        charts[fa.title] = cs
         paths += [p for p, _ in cs]
     paths.append(_write_csv(out / "sweep_points.csv", point_rows(a)))
     paths.append(_write_csv(out / "sweep_breakdown.csv", breakdown_rows(a), BREAKDOWN_CSV_COLUMNS))
@@ -639,8 +643,8 @@ def write_sweep_report(a: SweepAnalysis, out_dir: str | Path) -> list[Path]:
     # Markdown
     md = [f"# {title}", ""] + [f"- {x}" for x in summary] + [""]
     for fa in a.fronts:
-        md += [f"## Workload {fa.workload}", ""] + [f"- {x}" for x in _front_lines(fa)] + [""]
-        for p, cap in charts[fa.workload]:
+        md += [f"## Workload {fa.title}", ""] + [f"- {x}" for x in _front_lines(fa)] + [""]
+        for p, cap in charts[fa.title]:
             md += [f"![{p.stem}]({p.name})", "", f"*{cap}*", ""]
         h, rows = _front_table(fa, params)
         md += ["### Points (front first, by distance to the ideal point)", "", _md_table(h, rows)]
@@ -686,13 +690,13 @@ def write_sweep_report(a: SweepAnalysis, out_dir: str | Path) -> list[Path]:
         "is. Validation errors from coaccel validate hbq (docs/cost_model.md).</p>",
     ]
     for n, fa in enumerate(a.fronts):
-        h.append(f"<h2>Workload {e(fa.workload)}</h2>")
+        h.append(f"<h2>Workload {e(fa.title)}</h2>")
         h.append("<ul>" + "".join(f"<li>{e(x)}</li>" for x in _front_lines(fa)) + "</ul>")
         if len(fa.rows):
             h.append("<p>Interactive front: hover a point for its parameters and metrics; "
                      "choose the objective on each axis with the x / y menus.</p>")  # fmt: skip
             h.append(interactive_front(fa, f"front-{n}"))
-        for p, cap in charts[fa.workload]:
+        for p, cap in charts[fa.title]:
             data = base64.b64encode(p.read_bytes()).decode("ascii")
             h += [
                 "<figure>",

@@ -14,6 +14,7 @@ from coaccel.dse import Store, load_spec, run_sweep
 from coaccel.dse.analysis import (
     ROLES,
     analyze,
+    group_rows,
     parse_objectives,
     report_objectives,
     select_index,
@@ -334,3 +335,55 @@ def test_no_feasible_point_still_reports(tmp_path):
     assert paths[-1].name == "sweep_report.html"
     assert "no feasible point: no front and no selected design" in paths[-1].read_text()
     assert not [p for p in paths if p.name.startswith(("parallel_", "breakdown_"))]
+
+
+def _staged_row_type():
+    # Rows of sweeps with stages also record the stage and the simulator mode.
+    import dataclasses
+
+    from coaccel.dse import Row
+
+    @dataclasses.dataclass(frozen=True)
+    class StagedRow(Row):
+        stage: str | None = None
+        mode: str | None = None
+
+    return StagedRow
+
+
+def test_group_rows_by_workload_then_stage(small):
+    import dataclasses
+
+    ls, db = small
+    with Store(db) as st:
+        rows = list(st.rows())
+    staged = _staged_row_type()
+    base = [staged(**{f.name: getattr(r, f.name) for f in dataclasses.fields(r)}) for r in rows]
+    mixed = [dataclasses.replace(r, stage="front", mode="cycle") for r in base[:2]]
+    mixed += [dataclasses.replace(r, stage="screen", mode="analytical") for r in base]
+    other = dataclasses.replace(base[0], workload="x:y", stage="screen")
+    groups = group_rows([other, *mixed], ls.spec.workloads, ["screen", "front"])
+    w = ls.spec.workloads[0]
+    assert list(groups) == [(w, "screen"), (w, "front"), ("x:y", "screen")]
+    assert [r.point_id for r in groups[(w, "front")]] == [r.point_id for r in base[:2]]
+    assert len(groups[(w, "screen")]) == len(base)
+    # rows without a stage: one group per workload
+    plain = group_rows(rows, ls.spec.workloads)
+    assert list(plain) == [(w, None)]
+
+
+def test_breakdown_reruns_a_staged_row_in_its_own_mode(small):
+    import dataclasses
+
+    from coaccel.dse.analysis import point_breakdown
+
+    ls, db = small
+    with Store(db) as st:
+        r = next(st.rows(status="ok"))
+    staged = _staged_row_type()
+    row = staged(
+        **{f.name: getattr(r, f.name) for f in dataclasses.fields(r)}, stage="front", mode="cycle"
+    )
+    b = point_breakdown(ls, row)
+    assert b.breakdown.sim_mode == "cycle"
+    assert b.digest_matches
