@@ -137,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
             "selected": [
                 {
                     "workload": fa.workload,
+                    "stage": fa.stage,
                     "point_id": fa.rows[fa.selected].point_id,
                     "params": fa.rows[fa.selected].params,
                     "selection": fa.selection,
@@ -155,11 +156,11 @@ def run(args: argparse.Namespace) -> int:
             if fa.selected is not None:
                 r = fa.rows[fa.selected]
                 print(
-                    f"{fa.workload}: {int(fa.front.sum())} front points of {len(fa.rows)}; "
+                    f"{fa.title}: {int(fa.front.sum())} front points of {len(fa.rows)}; "
                     f"selected {r.point_id[:8]} {json.dumps(r.params, sort_keys=True)}"
                 )
             else:
-                print(f"{fa.workload}: no feasible point")
+                print(f"{fa.title}: no feasible point")
         print(f"report: {html_path}")
         print(f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     return 0

@@ -407,8 +407,8 @@ def group_rows(
 
     Objectives of different workloads do not compare, nor do those of different simulator
     fidelities: a sweep with stages (an analytical screen, then a cycle-level re-run of its
-    front) gets one front per stage. Rows without a stage (stores of sweeps without stages)
-    form one group per workload.
+    front) gets one front per stage. When the rows come from one stage only (a sweep without
+    stages), there is one group per workload and its stage is None.
 
     Args:
         rows: stored rows.
@@ -418,9 +418,10 @@ def group_rows(
     Returns:
         ``{(workload, stage): rows}`` in that order, rows in store order.
     """
+    split = len({getattr(r, "stage", None) for r in rows}) > 1
     groups: dict[tuple[str, str | None], list[Row]] = {}
     for r in rows:
-        groups.setdefault((r.workload, getattr(r, "stage", None)), []).append(r)
+        groups.setdefault((r.workload, getattr(r, "stage", None) if split else None), []).append(r)
     w_rank = {w: i for i, w in enumerate(workloads)}
     s_rank = {s: i for i, s in enumerate(stages)}
     first = {k: i for i, k in enumerate(groups)}

@@ -343,6 +343,9 @@ def _staged_row_type():
 
     from coaccel.dse import Row
 
+    if {"stage", "mode"} <= {f.name for f in dataclasses.fields(Row)}:
+        return Row
+
     @dataclasses.dataclass(frozen=True)
     class StagedRow(Row):
         stage: str | None = None
@@ -358,7 +361,10 @@ def test_group_rows_by_workload_then_stage(small):
     with Store(db) as st:
         rows = list(st.rows())
     staged = _staged_row_type()
-    base = [staged(**{f.name: getattr(r, f.name) for f in dataclasses.fields(r)}) for r in rows]
+    base = [
+        staged(**{**{f.name: getattr(r, f.name) for f in dataclasses.fields(r)}, "stage": None})
+        for r in rows
+    ]
     mixed = [dataclasses.replace(r, stage="front", mode="cycle") for r in base[:2]]
     mixed += [dataclasses.replace(r, stage="screen", mode="analytical") for r in base]
     other = dataclasses.replace(base[0], workload="x:y", stage="screen")
@@ -367,7 +373,7 @@ def test_group_rows_by_workload_then_stage(small):
     assert list(groups) == [(w, "screen"), (w, "front"), ("x:y", "screen")]
     assert [r.point_id for r in groups[(w, "front")]] == [r.point_id for r in base[:2]]
     assert len(groups[(w, "screen")]) == len(base)
-    # rows without a stage: one group per workload
+    # rows of one stage only (or of a sweep without stages): one group per workload
     plain = group_rows(rows, ls.spec.workloads)
     assert list(plain) == [(w, None)]
 
@@ -381,9 +387,8 @@ def test_breakdown_reruns_a_staged_row_in_its_own_mode(small):
     with Store(db) as st:
         r = next(st.rows(status="ok"))
     staged = _staged_row_type()
-    row = staged(
-        **{f.name: getattr(r, f.name) for f in dataclasses.fields(r)}, stage="front", mode="cycle"
-    )
+    fields = {f.name: getattr(r, f.name) for f in dataclasses.fields(r)}
+    row = staged(**{**fields, "stage": "front", "mode": "cycle"})
     b = point_breakdown(ls, row)
     assert b.breakdown.sim_mode == "cycle"
     assert b.digest_matches
