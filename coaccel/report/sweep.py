@@ -540,6 +540,12 @@ def _provenance(a: SweepAnalysis, b: PointBreakdown) -> list[tuple[str, str]]:
         ("config digest matches the re-built design", _num(b.digest_matches)),
         ("re-run total energy equals the stored energy_j", _num(b.energy_matches)),
         ("spec digest", r.spec_digest),
+        ("base architecture config digest", a.spec.base_digest),
+        (
+            "sampling",
+            a.spec.spec.strategy.kind
+            + ("" if a.spec.spec.strategy.seed is None else f", seed {a.spec.spec.strategy.seed}"),
+        ),
         ("computed by coaccel", r.version),
         ("re-evaluated by coaccel", __version__),
         ("evaluation time (s)", _num(r.elapsed_s)),
