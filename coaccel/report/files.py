@@ -68,6 +68,24 @@ def prepare_out_dir(path: str | Path, what: str = "--out") -> Path:
     return p
 
 
+def _read_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# Read once at import: changing the umask to read it is not thread-safe.
+_UMASK = _read_umask()
+
+
+def _publishable(tmp: str) -> None:
+    """Give a finished temporary file the mode an ordinary ``open`` would (0666 less the umask).
+
+    ``mkstemp`` creates files readable by their owner only; reports are meant to be shared.
+    """
+    os.chmod(tmp, 0o666 & ~_UMASK)
+
+
 def write_bytes(path: str | Path, data: bytes) -> Path:
     """Write a file atomically (temporary name in the same folder, then rename).
 
@@ -83,6 +101,7 @@ def write_bytes(path: str | Path, data: bytes) -> Path:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        _publishable(tmp)
         os.replace(tmp, p)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -110,6 +129,7 @@ def atomic_open(
     try:
         with os.fdopen(fd, "w", newline=newline, encoding=encoding) as f:
             yield f
+        _publishable(tmp)
         os.replace(tmp, p)
     except BaseException:
         with contextlib.suppress(OSError):
