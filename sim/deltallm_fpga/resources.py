@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from coaccel.config import Problem
 
-if TYPE_CHECKING:
-    from .config import BufferMapping, DeltaFpgaConfig
+# The estimate reads a DeltaFpgaConfig by attribute; it does not import .config, whose
+# validate() calls fit_problems (an import either way round would be a cycle).
+DeltaFpgaConfig = Any
+BufferMapping = Any
 
 __all__ = ["BufferGeometry", "Resources", "buffer_geometries", "estimate_resources",
            "fit_problems", "memory_cost", "mux_luts"]  # fmt: skip
