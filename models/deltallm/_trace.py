@@ -144,8 +144,8 @@ def delta_events(
         (valid & exact).any(axis=1).astype(np.uint8)
         | ((valid & ~exact).any(axis=1).astype(np.uint8) << 1)
     ) * visited
-    skip = _blocks(result.skipped, query_block)  # [Hq, nb, P, T]
-    skip = skip.reshape(hkv, g, *skip.shape[1:]).any(axis=(1, 3))  # [Hkv, nb, T]
+    skip_el = _blocks(result.skipped, query_block)  # [Hq, nb, P, T]
+    skip = np.asarray(skip_el.reshape(hkv, g, *skip_el.shape[1:]).any(axis=(1, 3)))
     nnz = np.count_nonzero(mask, axis=2).astype(np.int16)  # [Hkv, T]
     return tuple(
         DeltaEvents(
