@@ -13,12 +13,19 @@ kernel per (layer, KV head), its sparsity records (one per visited (block, colum
 valid-lane bitmask) and its DRAM records (Q, the exact keys, the Δ bitmask and the packed 9-bit
 Δ values, V, and the output written back). A simulator accepts either form.
 
-Public: :class:`DeltaEvents`, :func:`delta_events`, :func:`delta_trace`,
-:func:`events_from_trace`.
+:func:`column_events` computes the same events straight from the INT8 q and k, without the
+score x value half of the datapath: VSSOS's skip decision needs only the scores and each lane's
+running max, never the outputs. It equals :func:`delta_events` of
+:func:`~coaccel.models.deltallm.attention` exactly (tested) and is what the simulator runs per
+layer (scores by float64 BLAS products, exact because ``|S| < 2^53``).
+
+Public: :class:`DeltaEvents`, :func:`delta_events`, :func:`column_events`,
+:class:`ColumnEvents`, :func:`delta_trace`, :func:`events_from_trace`, :func:`head_dram_bytes`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -27,11 +34,17 @@ import numpy.typing as npt
 
 from coaccel.trace import Trace, TraceBuilder, storage_bytes
 
-from ._attention import AttentionResult
+from ._attention import AttentionResult, _check_tau, _head_scale
+from ._delta import encode_delta_keys
+from ._fixed import EXP_MAX_Q8, log2_scale
+from ._scores import score_regions
+from ._vssos import column_order
 
 __all__ = [
     "DELTA_VALUE_BITS",
+    "ColumnEvents",
     "DeltaEvents",
+    "column_events",
     "delta_events",
     "delta_trace",
     "events_from_trace",
@@ -277,3 +290,181 @@ def events_from_trace(
                         head_dim=head_dim, value_dim=head_dim if value_dim is None else value_dim)
         )  # fmt: skip
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class ColumnEvents:
+    """Events and sparsity counts of one layer (:func:`column_events`).
+
+    Attributes:
+        events: one :class:`DeltaEvents` per KV head.
+        delta_sparsity: ``ρ_K = 1 - nnz(Δ_1..T-1) / ((T-1)·Hkv·d)``.
+        valid_elements: causally valid (query head, query, key) elements.
+        fine_elements: valid elements with ``E >= τ`` at their step.
+        skipped_elements: valid elements inside skipped columns.
+        delta_nonzeros: ``nnz(Δ_1..T-1)`` over the KV heads.
+    """
+
+    events: tuple[DeltaEvents, ...]
+    delta_sparsity: float
+    valid_elements: int
+    fine_elements: int
+    skipped_elements: int
+    delta_nonzeros: int
+
+    @property
+    def fine_sparsity(self) -> float:
+        """``ρ_fine``: fraction of valid elements with ``E >= τ``."""
+        return self.fine_elements / self.valid_elements
+
+    @property
+    def structured_sparsity(self) -> float:
+        """``ρ_S``: fraction of valid elements inside skipped columns."""
+        return self.skipped_elements / self.valid_elements
+
+
+_NEG = np.int64(-(1 << 62))
+
+
+def column_events(
+    q: npt.NDArray[np.int8],
+    k: npt.NDArray[np.int8],
+    *,
+    theta: int,
+    window: int,
+    tau: float,
+    q_scale: npt.ArrayLike = 1.0,
+    k_scale: npt.ArrayLike = 1.0,
+    query_block: int = 4,
+    n_sink: int = 1,
+    delta_mode: str = "memory",
+    refresh_period: int = 0,
+    order: str = "ascending",
+    causal: bool = True,
+    layer: int = 0,
+    value_dim: int | None = None,
+) -> ColumnEvents:
+    """The column events of one layer's fixed-point prefill, from q and k alone.
+
+    Same arguments and meaning as :func:`~coaccel.models.deltallm.attention` (fixed mode);
+    ``denom_mode`` and ``delta_eval`` do not change the events.
+
+    Args:
+        q: ``[Hq, T, d]`` int8 post-RoPE queries.
+        k: ``[Hkv, T, d]`` int8 post-RoPE keys.
+        theta: Delta-Key threshold, key LSBs.
+        window: exact window ``W``.
+        tau: VSSOS threshold, log2 units (``math.inf``: no skipping).
+        q_scale: ``[Hq]`` or scalar INT8 scale of q. k_scale: ``[Hkv]`` or scalar.
+        query_block: ``P_q``.
+        n_sink: dense leading keys. delta_mode, refresh_period: the encoder's options.
+        order: ``"ascending"`` or ``"window_first"``.
+        causal: apply the causal mask.
+        layer: layer index recorded in the events.
+        value_dim: ``dv`` recorded in the events (None: ``d``).
+
+    Returns:
+        :class:`ColumnEvents`.
+
+    Raises:
+        TypeError: q or k not int8. ValueError: bad shapes or options.
+    """
+    qa, ka = np.asarray(q), np.asarray(k)
+    if qa.dtype != np.int8 or ka.dtype != np.int8:
+        raise TypeError(f"q, k: need int8, got {qa.dtype}, {ka.dtype}")
+    if qa.ndim != 3 or ka.ndim != 3 or qa.shape[1:] != ka.shape[1:] or qa.shape[0] % ka.shape[0]:
+        raise ValueError(f"need q [Hq, T, d] and k [Hkv, T, d] with Hkv | Hq; got {qa.shape}, "
+                         f"{ka.shape}")  # fmt: skip
+    _check_tau(tau)
+    if order not in ("ascending", "window_first"):
+        raise ValueError(f"order: unknown value {order!r}; valid: ascending, window_first")
+    hq, t_n, d = qa.shape
+    hkv = ka.shape[0]
+    g = hq // hkv
+    dk = encode_delta_keys(
+        ka, theta=theta, delta_mode=delta_mode, refresh_period=refresh_period, n_sink=n_sink
+    )
+    valid, exact = score_regions(np.arange(t_n), t_n, window=window, n_sink=n_sink, causal=causal)
+    c_head = (
+        _head_scale("q_scale", q_scale, hq)
+        * np.repeat(_head_scale("k_scale", k_scale, hkv), g)
+        * math.log2(math.e)
+        / math.sqrt(d)
+    )
+    enc = [log2_scale(float(c)) for c in c_head]
+    mant = np.array([m for m, _ in enc], dtype=np.int64)
+    shift = np.array([s for _, s in enc], dtype=np.int64)
+    tau_e = None if math.isinf(tau) else math.floor(tau * 256 + 0.5)
+    nb = -(-t_n // query_block)
+    valid_b = _blocks(valid, query_block)
+    exact_b = _blocks(exact, query_block)
+    visited = valid_b.any(axis=1)
+    kind0 = (
+        (valid_b & exact_b).any(axis=1).astype(np.uint8)
+        | ((valid_b & ~exact_b).any(axis=1).astype(np.uint8) << 1)
+    ) * visited
+    n_valid_col = valid_b.sum(axis=1)  # [nb, T] valid tokens per (block, column)
+    orders = None
+    if order == "window_first":
+        tok = np.arange(nb * query_block).reshape(nb, query_block)
+        orders = [column_order(tk[tk < t_n], t_n, window=window, n_sink=n_sink, order=order,
+                               causal=causal) for tk in tok]  # fmt: skip
+    events = []
+    fine = skipped = 0
+    for h in range(hkv):
+        qh = qa[h * g : (h + 1) * g].astype(np.float64)
+        s_exact = qh @ ka[h].astype(np.float64).T
+        s_delta = qh @ dk.keys_hat[h].astype(np.float64).T
+        sc = np.where(exact, s_exact, np.where(valid, s_delta, 0.0)).astype(np.int64)
+        run = np.where(valid, sc, _NEG)
+        if orders is None:
+            run = np.maximum.accumulate(run, axis=2)
+        else:
+            for b, cols in enumerate(orders):
+                cols = cols[cols >= 0]
+                rows = slice(b * query_block, min((b + 1) * query_block, t_n))
+                blk = np.maximum.accumulate(run[:, rows][:, :, cols], axis=2)
+                run[:, rows, :] = _scatter_cols(run[:, rows], blk, cols)
+        if tau_e is None:
+            small = np.zeros(sc.shape, dtype=bool)
+        else:
+            diff = np.where(valid, run - sc, 0)
+            e = np.minimum((diff * mant[h * g : (h + 1) * g, None, None])
+                           >> shift[h * g : (h + 1) * g, None, None], EXP_MAX_Q8)  # fmt: skip
+            small = valid & (e >= tau_e)
+        fine += int(np.count_nonzero(small))
+        small_b = _blocks(small, query_block)  # [G, nb, P, T]
+        hide = np.all(small_b | ~valid_b[None], axis=(0, 2))
+        skip = hide & visited
+        skipped += int((skip * n_valid_col).sum()) * g
+        events.append(
+            DeltaEvents(
+                layer=layer,
+                head=h,
+                group=g,
+                query_block=query_block,
+                n_tokens=t_n,
+                causal=causal,
+                kind=(kind0 | skip.astype(np.uint8) << 2).astype(np.uint8),
+                nnz=np.count_nonzero(dk.mask[h], axis=1).astype(np.int16),
+                head_dim=d,
+                value_dim=d if value_dim is None else value_dim,
+            )  # fmt: skip
+        )
+    rest = dk.mask[:, 1:, :]
+    nz = int(np.count_nonzero(rest))
+    return ColumnEvents(
+        events=tuple(events),
+        delta_sparsity=1.0 - nz / rest.size if rest.size else 0.0,
+        valid_elements=int(np.count_nonzero(valid)) * hq,
+        fine_elements=fine,
+        skipped_elements=skipped,
+        delta_nonzeros=nz,
+    )
+
+
+def _scatter_cols(base: np.ndarray, blk: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """``base`` with ``base[..., cols] = blk`` (running maxima in a block's column order)."""
+    out = base.copy()
+    out[..., cols] = blk
+    return out

@@ -105,3 +105,39 @@ def test_dram_bytes_by_hand():
     want = {"Q": g * t * d, "K": t * d, "delta_mask": t * d // 8}
     want |= {"delta_values": math.ceil(nnz * 9 / 8), "V": t * d, "O": g * t * d * 2}
     assert got == want
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [
+        dict(),
+        dict(order="window_first", tau=1.5),
+        dict(delta_mode="naive", refresh_period=7, n_sink=2),
+        dict(query_block=3, window=1, theta=0),
+        dict(tau=math.inf),
+        dict(causal=False, window=3),
+    ],
+)
+def test_column_events_equal_the_reference(opts):
+    rng = np.random.default_rng(11)
+    hq, hkv, t, d = 8, 2, 41, 16
+    k = np.clip(np.cumsum(rng.integers(-3, 4, size=(hkv, t, d)), axis=1), -127, 127)
+    k = k.astype(np.int8)
+    q = rng.integers(-90, 91, size=(hq, t, d)).astype(np.int8)
+    v = rng.integers(-127, 128, size=(hkv, t, d)).astype(np.int8)
+    kw = dict(theta=3, window=5, tau=2.0, query_block=4, q_scale=rng.uniform(0.05, 0.2, hq),
+              k_scale=rng.uniform(0.05, 0.2, hkv)) | opts  # fmt: skip
+    res = dl.attention(q, k, v, **kw)
+    want = dl.delta_events(res, query_block=kw["query_block"], layer=2,
+                           causal=kw.get("causal", True))  # fmt: skip
+    got = dl.column_events(q, k, layer=2, **kw)
+    assert len(got.events) == hkv
+    for a, b in zip(got.events, want, strict=True):
+        assert a.equals(b)
+    st = res.stats
+    assert got.valid_elements == st.valid_elements
+    assert got.fine_elements == st.fine_elements
+    assert got.skipped_elements == st.skipped_elements
+    assert got.delta_sparsity == st.delta_sparsity
+    if opts.get("tau") != math.inf:
+        assert st.skipped_elements > 0
