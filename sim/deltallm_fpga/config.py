@@ -214,12 +214,20 @@ class KeySourceConfig:
         correlation: the AR(1) coefficient ``rho`` of neighbouring tokens, in [0, 1).
         offset_std: standard deviation of the per-dimension offset, in units of the AR(1)
             part's standard deviation.
+        logit_std: the queries are scaled so that the attention logits ``q·k/sqrt(d)`` have
+            about this standard deviation, nats (it sets how peaked attention is, and so the
+            VSSOS skip rate).
+        layers_simulated: run the reference on this many evenly spaced layers and scale their
+            cycles to the model's layer count (0: every layer). The synthetic layers are
+            statistically alike, so a few give the per-layer figures at a fraction of the cost.
     """
 
     generator: Literal["ar1"] = param(default="ar1", doc="key generator")
     seed: int = param(default=0, ge=0, doc="base seed")
     correlation: float = param(default=0.98, ge=0, lt=1, doc="AR(1) coefficient of tokens")
     offset_std: float = param(default=1.0, ge=0, doc="per-dimension offset std")
+    logit_std: float = param(default=3.0, gt=0, doc="std of q·k/sqrt(d), nats")
+    layers_simulated: int = param(default=0, ge=0, doc="layers run (0: all), evenly spaced")
 
 
 @dataclass(frozen=True)
