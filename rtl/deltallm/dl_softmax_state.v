@@ -18,8 +18,12 @@
 //   i_no_skip (tau = inf), i_denom_kept                           -- held per vector
 //   o_valid, o_first, o_skip, o_pv (PV issue: a kept column), o_lane_valid [L], o_small [L],
 //   o_e [L*EW], o_p [L*16], o_alpha [L*16], o_m [L*SW], o_den [L*LW], o_started [L]
-// Latency 3 (max / exponent products / exp2 + denominator), initiation interval 1.
+// PIPE = 1: latency 3 (max / exponent products / exp2 + denominator), initiation interval 1.
+// PIPE = 0: the whole step is combinational (outputs valid in the cycle of i_valid; m, started
+// and l update at that cycle's edge) -- the attention top uses this so that a column's softmax
+// step happens in the cycle that produces its score.
 module dl_softmax_state #(
+    parameter integer PIPE = 1,
     parameter integer L   = 16,
     parameter integer SW  = 24,
     parameter integer CW  = 24,
@@ -60,12 +64,11 @@ module dl_softmax_state #(
     reg [L*SW-1:0] m;
     reg [L-1:0]    started;
 
-    // ---------------- stage A registers ----------------
-    reg          a_valid, a_first;
-    reg [L-1:0]  a_lane, a_grow;
-    reg [L*DW-1:0] a_dm, a_de;   // m_new - m_old, m_new - S
-    reg [L*SW-1:0] a_m;
-    reg [L-1:0]    a_started;
+    // ---------------- stage A: running max ----------------
+    wire           a_valid, a_first;
+    wire [L-1:0]   a_lane, a_grow, a_started;
+    wire [L*DW-1:0] a_dm, a_de;   // m_new - m_old, m_new - S
+    wire [L*SW-1:0] a_m;
 
     integer l;
     reg signed [SW-1:0] s, mo, mn;
@@ -90,23 +93,42 @@ module dl_softmax_state #(
     always @(posedge i_clk) begin
         if (i_rst) begin
             m <= 0; started <= 0;
-            a_valid <= 0; a_first <= 0; a_lane <= 0; a_grow <= 0; a_dm <= 0; a_de <= 0;
-            a_m <= 0; a_started <= 0;
-        end else begin
-            a_valid <= i_valid;
-            if (i_valid) begin
-                m <= m_next; started <= st_next;
-                a_first <= i_first; a_lane <= i_lane_valid; a_grow <= grow;
-                a_dm <= dm; a_de <= de; a_m <= m_next; a_started <= st_next;
-            end
+        end else if (i_valid) begin
+            m <= m_next; started <= st_next;
         end
     end
 
+    generate
+        if (PIPE != 0) begin : g_pipe_a
+            reg          r_valid, r_first;
+            reg [L-1:0]  r_lane, r_grow, r_started;
+            reg [L*DW-1:0] r_dm, r_de;
+            reg [L*SW-1:0] r_m;
+            always @(posedge i_clk) begin
+                if (i_rst) begin
+                    r_valid <= 0; r_first <= 0; r_lane <= 0; r_grow <= 0; r_dm <= 0; r_de <= 0;
+                    r_m <= 0; r_started <= 0;
+                end else begin
+                    r_valid <= i_valid;
+                    if (i_valid) begin
+                        r_first <= i_first; r_lane <= i_lane_valid; r_grow <= grow;
+                        r_dm <= dm; r_de <= de; r_m <= m_next; r_started <= st_next;
+                    end
+                end
+            end
+            assign {a_valid, a_first, a_lane, a_grow, a_dm, a_de, a_m, a_started} =
+                   {r_valid, r_first, r_lane, r_grow, r_dm, r_de, r_m, r_started};
+        end else begin : g_comb_a
+            assign {a_valid, a_first, a_lane, a_grow, a_dm, a_de, a_m, a_started} =
+                   {i_valid, i_first, i_lane_valid, grow, dm, de, m_next, st_next};
+        end
+    endgenerate
+
     // ---------------- stage B: exponents ----------------
-    reg          b_valid, b_first;
-    reg [L-1:0]  b_lane, b_grow, b_started;
-    reg [L*EW-1:0] b_ea, b_e;
-    reg [L*SW-1:0] b_m;
+    wire           b_valid, b_first;
+    wire [L-1:0]   b_lane, b_grow, b_started;
+    wire [L*EW-1:0] b_ea, b_e;
+    wire [L*SW-1:0] b_m;
     reg [L*EW-1:0] ea, ee;
     reg [PW-1:0]   pa, pe;
     reg [SHW-1:0]  shl;
@@ -119,18 +141,31 @@ module dl_softmax_state #(
             ee[EW*l +: EW] = (pe > EMAX) ? EMAX : pe[EW-1:0];
         end
     end
-    always @(posedge i_clk) begin
-        if (i_rst) begin
-            b_valid <= 0; b_first <= 0; b_lane <= 0; b_grow <= 0; b_started <= 0;
-            b_ea <= 0; b_e <= 0; b_m <= 0;
-        end else begin
-            b_valid <= a_valid;
-            if (a_valid) begin
-                b_first <= a_first; b_lane <= a_lane; b_grow <= a_grow; b_started <= a_started;
-                b_ea <= ea; b_e <= ee; b_m <= a_m;
+    generate
+        if (PIPE != 0) begin : g_pipe_b
+            reg          r_valid, r_first;
+            reg [L-1:0]  r_lane, r_grow, r_started;
+            reg [L*EW-1:0] r_ea, r_e;
+            reg [L*SW-1:0] r_m;
+            always @(posedge i_clk) begin
+                if (i_rst) begin
+                    r_valid <= 0; r_first <= 0; r_lane <= 0; r_grow <= 0; r_started <= 0;
+                    r_ea <= 0; r_e <= 0; r_m <= 0;
+                end else begin
+                    r_valid <= a_valid;
+                    if (a_valid) begin
+                        r_first <= a_first; r_lane <= a_lane; r_grow <= a_grow;
+                        r_started <= a_started; r_ea <= ea; r_e <= ee; r_m <= a_m;
+                    end
+                end
             end
+            assign {b_valid, b_first, b_lane, b_grow, b_started, b_ea, b_e, b_m} =
+                   {r_valid, r_first, r_lane, r_grow, r_started, r_ea, r_e, r_m};
+        end else begin : g_comb_b
+            assign {b_valid, b_first, b_lane, b_grow, b_started, b_ea, b_e, b_m} =
+                   {a_valid, a_first, a_lane, a_grow, a_started, ea, ee, a_m};
         end
-    end
+    endgenerate
 
     // ---------------- stage C: exp2, skip, denominator ----------------
     wire [L*16-1:0] alpha_w, p_w;
@@ -166,19 +201,37 @@ module dl_softmax_state #(
         end
     end
     always @(posedge i_clk) begin
-        if (i_rst) begin
-            den <= 0;
-            o_valid <= 0; o_first <= 0; o_skip <= 0; o_pv <= 0; o_lane_valid <= 0; o_small <= 0;
-            o_e <= 0; o_p <= 0; o_alpha <= 0; o_m <= 0; o_den <= 0; o_started <= 0;
-        end else begin
-            o_valid <= b_valid;
-            o_pv <= b_valid && !skip && (b_lane != 0);
-            if (b_valid) begin
-                den <= den_next;
-                o_first <= b_first; o_skip <= skip; o_lane_valid <= b_lane; o_small <= is_small;
-                o_e <= b_e; o_p <= p_o; o_alpha <= alpha_o; o_m <= b_m; o_den <= den_next;
-                o_started <= b_started;
+        if (i_rst) den <= 0;
+        else if (b_valid) den <= den_next;
+    end
+
+    wire pv_w = b_valid && !skip && (b_lane != 0);
+    generate
+        if (PIPE != 0) begin : g_pipe_c
+            always @(posedge i_clk) begin
+                if (i_rst) begin
+                    o_valid <= 0; o_first <= 0; o_skip <= 0; o_pv <= 0; o_lane_valid <= 0;
+                    o_small <= 0; o_e <= 0; o_p <= 0; o_alpha <= 0; o_m <= 0; o_den <= 0;
+                    o_started <= 0;
+                end else begin
+                    o_valid <= b_valid;
+                    o_pv <= pv_w;
+                    if (b_valid) begin
+                        o_first <= b_first; o_skip <= skip; o_lane_valid <= b_lane;
+                        o_small <= is_small; o_e <= b_e; o_p <= p_o; o_alpha <= alpha_o;
+                        o_m <= b_m; o_den <= den_next; o_started <= b_started;
+                    end
+                end
+            end
+        end else begin : g_comb_c
+            always @(*) begin  // all zero without a column, like the registered outputs at reset
+                o_valid = b_valid; o_pv = pv_w;
+                o_first = b_valid & b_first; o_skip = b_valid & skip;
+                o_lane_valid = b_valid ? b_lane : 0; o_small = b_valid ? is_small : 0;
+                o_e = b_valid ? b_e : 0; o_p = b_valid ? p_o : 0;
+                o_alpha = b_valid ? alpha_o : 0; o_m = b_valid ? b_m : 0;
+                o_den = b_valid ? den_next : 0; o_started = b_valid ? b_started : 0;
             end
         end
-    end
+    endgenerate
 endmodule

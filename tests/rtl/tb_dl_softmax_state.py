@@ -22,7 +22,7 @@ import cocotb
 import deltallm_stim as stim
 import numpy as np
 import rtlkit
-from cocotb.triggers import FallingEdge
+from cocotb.triggers import FallingEdge, Timer
 
 from coaccel.models.deltallm import log2_scale
 
@@ -55,7 +55,7 @@ VECTORS = Path(rtlkit.REPO_ROOT) / "tests" / "vectors" / "deltallm_softmax.npz"
 
 
 def _params(dut) -> dict[str, int]:
-    names = ("L", "SW", "CW", "SHW", "EW", "TW", "LW")
+    names = ("PIPE", "L", "SW", "CW", "SHW", "EW", "TW", "LW")
     hdl = {k: int(getattr(dut, k).value) for k in names}
     for key, value in rtlkit.tb_config()["params"].items():
         assert hdl[key] == int(value), f"DUT {key}={hdl[key]}, launcher asked for {value}"
@@ -137,9 +137,21 @@ def _vectors(rng: np.random.Generator, p: dict[str, int], cfg: dict) -> list[dic
     return out
 
 
+def _drive(dut, vec: dict, c: int, sw: int) -> None:
+    """Present column ``c`` of a vector (past the end: no column)."""
+    if c < len(vec["scores"]):
+        dut.i_valid.value = 1
+        dut.i_first.value = int(c == 0)
+        dut.i_lane_valid.value = rtlkit.pack_lanes(vec["valid"][c], 1)
+        dut.i_score.value = rtlkit.pack_lanes(vec["scores"][c], sw)
+    else:
+        dut.i_valid.value = 0
+
+
 async def _run(dut, p: dict[str, int], vectors: list[dict]) -> dict:
     """Stream all vectors back to back; returns counts. Config inputs change with each vector,
-    so a vector starts only once the previous one has left the pipeline (3 idle cycles)."""
+    so a vector starts only once the previous one has left the pipeline (4 idle cycles with
+    PIPE = 1; with PIPE = 0 each column is sampled before the edge that updates the state)."""
     sw, ew, lw = p["SW"], p["EW"], p["LW"]
     cols = bad = skips = 0
     latency = set()
@@ -162,8 +174,13 @@ async def _run(dut, p: dict[str, int], vectors: list[dict]) -> dict:
         dut.i_denom_kept.value = int(vec["denom_mode"] == "kept")
         n = len(vec["scores"])
         got = 0
-        for c in range(n + 4):
-            await FallingEdge(dut.i_clk)
+        comb = p["PIPE"] == 0
+        for c in range(n + (0 if comb else 4)):
+            if comb:  # outputs follow the inputs within the cycle: drive, settle, sample
+                _drive(dut, vec, c, sw)
+                await Timer(1, "ns")
+            else:
+                await FallingEdge(dut.i_clk)
             rtlkit.check_resolved(dut, OUTPUTS, f"vector {vi} cycle {c}")
             if int(dut.o_valid.value):
                 latency.add(c - got)
@@ -188,13 +205,11 @@ async def _run(dut, p: dict[str, int], vectors: list[dict]) -> dict:
                         dut._log.error(f"vector {vi} ({vec['kind']}) column {t}: {diff} differ")
                 skips += int(st.skip[t])
                 got += 1
-            if c < n:
-                dut.i_valid.value = 1
-                dut.i_first.value = int(c == 0)
-                dut.i_lane_valid.value = rtlkit.pack_lanes(vec["valid"][c], 1)
-                dut.i_score.value = rtlkit.pack_lanes(vec["scores"][c], sw)
-            else:
+            if comb:
+                await FallingEdge(dut.i_clk)
                 dut.i_valid.value = 0
+            else:
+                _drive(dut, vec, c, sw)
         assert got == n, f"vector {vi}: {n} columns in, {got} out"
         cols += n
     return {
