@@ -12,8 +12,10 @@ variance whose lag-1 autocorrelation is ``a`` (``key_ar``). ``a = 0`` gives inde
 ``sigma`` a per-channel scale that is 1 except for ``n_outlier_channels`` channels with a
 log-uniform factor in [``outlier_scale_min``, ``outlier_scale_max``]: LLM keys carry a few
 channels of much larger magnitude ([KIVI] §3). Queries follow the same law with their own
-coefficient ``query_ar`` and their own draws, one process per query head; values with
-``value_ar``, no RoPE.
+coefficient ``query_ar`` and their own draws, one process per query head, except that a
+fraction ``query_group_share`` of the offset variance is common to the G query heads of a KV
+group (so the heads of a group tend to prefer the same keys); values follow ``value_ar``, no
+RoPE.
 
 RoPE ([ROPE]) then rotates channel pairs ``(i, i + d/2)`` (the Hugging Face ``rotate_half``
 layout) by the angle ``t · ω_i`` with ``ω_i = rope_theta^(-2i/d)``; for Llama 3.x the
@@ -292,7 +294,8 @@ def synthetic_attention(
     query_ar: float = 0.5,
     value_ar: float = 0.5,
     key_mean_std: float = 1.0,
-    query_mean_std: float = 1.0,
+    query_mean_std: float = 2.0,
+    query_group_share: float = 0.5,
     n_outlier_channels: int = 4,
     outlier_scale_min: float = 2.0,
     outlier_scale_max: float = 8.0,
@@ -315,6 +318,10 @@ def synthetic_attention(
         value_ar: the same for values.
         key_mean_std: standard deviation of the per-channel key offsets ``mu`` (≥ 0).
         query_mean_std: the same for queries.
+        query_group_share: fraction ``c`` in ``[0, 1]`` of the query offset variance shared
+            by the G query heads of a KV group: ``mu_q[h] = sqrt(c)·z_group + sqrt(1-c)·z_h``.
+            Shared offsets make the heads of a group prefer the same keys, which is what
+            lets VSSOS skip whole columns.
         n_outlier_channels: channels per head whose scale ``sigma`` is an outlier factor.
         outlier_scale_min: smallest outlier factor (≥ 1).
         outlier_scale_max: largest outlier factor (log-uniform in between).
@@ -335,12 +342,20 @@ def synthetic_attention(
     for label, val in (("key_mean_std", key_mean_std), ("query_mean_std", query_mean_std)):
         if not val >= 0:
             raise ValueError(f"{label} must be >= 0, got {val}")
+    if not 0.0 <= query_group_share <= 1.0:
+        raise ValueError(f"query_group_share must be in [0, 1], got {query_group_share}")
     t_n, d, hq = int(tokens), shape.head_dim, hkv * shape.group
     out_args = (n_outlier_channels, outlier_scale_min, outlier_scale_max)
 
     mu_k, sig_k = _channel_law(rng, hkv, d, key_mean_std, *out_args)
     k_pre = mu_k + sig_k * ar1_process(rng, (hkv, t_n, d), key_ar)
     mu_q, sig_q = _channel_law(rng, hq, d, query_mean_std, *out_args)
+    if query_group_share > 0:
+        # Offsets shared by the G query heads of a KV group (drawn only when used, so that
+        # query_group_share = 0 keeps the random stream of the independent-heads draw).
+        shared = np.repeat(rng.standard_normal((hkv, 1, d)) * query_mean_std, shape.group, axis=0)
+        c = float(query_group_share)
+        mu_q = math.sqrt(c) * shared + math.sqrt(1.0 - c) * mu_q
     q_pre = mu_q + sig_q * ar1_process(rng, (hq, t_n, d), query_ar)
     v = ar1_process(rng, (hkv, t_n, d), value_ar)
     freqs = rope_frequencies(d, shape.rope_theta, shape.rope_scaling)

@@ -181,3 +181,21 @@ def test_custom_shape_and_errors() -> None:
             "x", np.zeros((2, 3, 4)), np.zeros((1, 4, 4)), np.zeros((1, 4, 4)), rope=False,
             causal_model=True,
         )  # fmt: skip
+
+
+@pytest.mark.parametrize("c", [0.0, 0.5, 1.0])
+def test_query_offsets_shared_within_a_group(c: float) -> None:
+    s = synthetic_attention(
+        np.random.default_rng(1), "llama-3.2-1b", tokens=3000, query_group_share=c,
+        n_outlier_channels=0, query_mean_std=2.0,
+    )  # fmt: skip
+    mu = s.q_pre.mean(axis=1)  # [Hq, d]: the per-channel offsets, up to sampling noise
+    g = s.tensors.group
+    corr = [
+        np.corrcoef(mu[h * g + a], mu[h * g + b])[0, 1]
+        for h in range(mu.shape[0] // g)
+        for a in range(g)
+        for b in range(a + 1, g)
+    ]
+    # Offsets mu_h = sqrt(c)·z_group + sqrt(1-c)·z_h: correlation c between heads of a group.
+    assert abs(float(np.mean(corr)) - c) < 0.1
