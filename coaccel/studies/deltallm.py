@@ -453,11 +453,11 @@ def find_theta(
         if rho(lo) >= target:
             return ThetaFit(dataset, target, 0.0, rho(0.0), math.nan, math.nan, evals)
         while hi - lo > rel_tol * hi:
-            mid = 0.5 * (lo + hi)
-            if rho(mid) >= target:
-                hi = mid
+            half = 0.5 * (lo + hi)
+            if rho(half) >= target:
+                hi = half
             else:
-                lo = mid
+                lo = half
     return ThetaFit(dataset, target, hi, rho(hi), lo, rho(lo), evals)
 
 
@@ -755,7 +755,11 @@ def run_delta_study(
             f"{s.key_ar}, query {s.query_ar}, value {s.value_ar}, {s.outlier_channels} outlier "
             f"channels x[{s.outlier_scale_min}, {s.outlier_scale_max}], seed {cfg.seed}"
         )
-    enc = {"delta_mode": cfg.delta_mode, "refresh_period": cfg.refresh_period, "n_sink": cfg.n_sink}
+    enc: dict[str, Any] = {
+        "delta_mode": cfg.delta_mode,
+        "refresh_period": cfg.refresh_period,
+        "n_sink": cfg.n_sink,
+    }
     rows: list[DeltaRow] = []
     fits: list[ThetaFit] = []
     layers: list[tuple[str, int, float, float]] = []

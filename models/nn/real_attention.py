@@ -9,7 +9,8 @@ paragraphs. The text is that of the running Python version, so token counts can 
 between versions (reports record the version).
 
 Passages are picked deterministically: the topics are sorted by name, those whose prose reaches
-the requested token count are kept, and ``n`` of them are taken at evenly spaced ranks.
+the requested token count are kept, and ``n`` of them are taken at evenly spaced ranks (the
+centres of ``n`` equal slices of that list).
 
 MiniLM ([MINILM]) is a bidirectional BERT encoder with absolute position embeddings: its keys
 carry **no RoPE**, and each of its 12 heads has its own keys and values, so each head is its own
@@ -111,8 +112,9 @@ def pydoc_passages(model: MiniLM, n: int = 2, tokens: int = 512) -> list[Passage
             f"only {len(eligible)} pydoc topics of Python {sys.version.split()[0]} have "
             f"{tokens} tokens of prose; asked for {n}"
         )
-    picks = np.linspace(0, len(eligible) - 1, int(n)).round().astype(int) if n > 1 else [0]
-    return [eligible[int(i)] for i in picks]
+    # Centres of n equal slices of the eligible list: rank floor((i + 1/2)·N / n).
+    picks = [(2 * i + 1) * len(eligible) // (2 * int(n)) for i in range(int(n))]
+    return [eligible[i] for i in picks]
 
 
 def minilm_attention(
