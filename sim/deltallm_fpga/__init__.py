@@ -21,7 +21,7 @@ from .cycles import (
     blocks_cycles,
     query_block_cycles,
 )
-from .keys import apply_rope, layer_qk, rope_frequencies
+from .keys import layer_qk
 from .resources import Resources, estimate_resources, fit_problems, mux_luts
 from .result import DeltaFpgaResult
 
@@ -49,7 +49,6 @@ __all__ = [
     "DeltaFpgaConfig",
     "DeltaFpgaResult",
     "Resources",
-    "apply_rope",
     "arch_path",
     "block_constants",
     "blocks_cycles",
@@ -60,7 +59,6 @@ __all__ = [
     "load_arch",
     "mux_luts",
     "query_block_cycles",
-    "rope_frequencies",
     "simulate",
     "tellme_attention_cycles",
 ]

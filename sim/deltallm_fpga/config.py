@@ -200,33 +200,34 @@ class AlgorithmConfig:
 
 @dataclass(frozen=True)
 class KeySourceConfig:
-    """Where the simulated queries, keys and values come from (seeded, deterministic).
-
-    ``ar1``: per (layer, KV head) a first-order autoregressive sequence in every pre-RoPE
-    dimension, ``x_t = rho·x_{t-1} + sqrt(1 - rho²)·e_t`` with standard normal ``e_t``, plus a
-    per-dimension offset of standard deviation ``offset_std`` (the persistent per-channel bias of
-    real keys); RoPE of the model's base is applied to q and k; q, k and v are quantized to INT8
-    with the reference's :func:`~coaccel.models.deltallm.quantize_int8`.
+    """Where the simulated queries and keys come from: the seeded LLM-like generator
+    :func:`coaccel.models.nn.synthetic_attention` (post-RoPE, the model's GQA group), one draw
+    per layer with seed ``[seed, layer]``, quantized to INT8 per head.
 
     Attributes:
-        generator: ``ar1``.
-        seed: base seed; layer ``l`` uses ``seed + l``.
-        correlation: the AR(1) coefficient ``rho`` of neighbouring tokens, in [0, 1).
-        offset_std: standard deviation of the per-dimension offset, in units of the AR(1)
-            part's standard deviation.
-        logit_std: the queries are scaled so that the attention logits ``q·k/sqrt(d)`` have
-            about this standard deviation, nats (it sets how peaked attention is, and so the
-            VSSOS skip rate).
+        generator: ``synthetic`` (the only one).
+        seed: base seed.
+        key_ar: lag-1 autocorrelation of the pre-RoPE keys along the sequence, in [0, 1): the
+            knob that sets Delta-Key sparsity.
+        query_ar: the same for queries.
+        key_mean_std: std of the per-channel key offsets.
+        query_mean_std: std of the per-channel query offsets.
+        query_group_share: fraction of the query offset variance shared by a KV group's query
+            heads (what makes them prefer the same keys, and so lets VSSOS skip columns).
+        n_outlier_channels: large-magnitude channels per head.
         layers_simulated: run the reference on this many evenly spaced layers and scale their
-            cycles to the model's layer count (0: every layer). The synthetic layers are
-            statistically alike, so a few give the per-layer figures at a fraction of the cost.
+            cycles to the model's layer count (0: every layer). The synthetic layers are drawn
+            from one law, so a few give the per-layer figures at a fraction of the cost.
     """
 
-    generator: Literal["ar1"] = param(default="ar1", doc="key generator")
+    generator: Literal["synthetic"] = param(default="synthetic", doc="key generator")
     seed: int = param(default=0, ge=0, doc="base seed")
-    correlation: float = param(default=0.98, ge=0, lt=1, doc="AR(1) coefficient of tokens")
-    offset_std: float = param(default=1.0, ge=0, doc="per-dimension offset std")
-    logit_std: float = param(default=3.0, gt=0, doc="std of q·k/sqrt(d), nats")
+    key_ar: float = param(default=0.9, ge=0, lt=1, doc="key lag-1 autocorrelation")
+    query_ar: float = param(default=0.5, ge=0, lt=1, doc="query lag-1 autocorrelation")
+    key_mean_std: float = param(default=1.0, ge=0, doc="key channel offset std")
+    query_mean_std: float = param(default=2.0, ge=0, doc="query channel offset std")
+    query_group_share: float = param(default=0.5, ge=0, le=1, doc="shared query offsets")
+    n_outlier_channels: int = param(default=4, ge=0, doc="outlier channels per head")
     layers_simulated: int = param(default=0, ge=0, doc="layers run (0: all), evenly spaced")
 
 

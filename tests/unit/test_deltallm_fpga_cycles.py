@@ -41,8 +41,24 @@ def kv260():
 
 
 def test_fill_is_the_stage_sum(kv260):
-    # the nine reference stage latencies 2+1+3+5+1+4+2+1+2
-    assert kv260.pipeline.fill_cycles == 21
+    # bitmask 2 + mux 1 + multiply 3 + adder tree 5 + select 1 + the softmax unit's 3 stages
+    assert kv260.pipeline.fill_cycles == 2 + 1 + 3 + 5 + 1 + 3
+
+
+def test_softmax_stages_equal_the_rtl_measurement(kv260):
+    """The softmax unit's latency and II are the RTL's measured ones (rtl/deltallm/cycles.csv)."""
+    import csv
+    from pathlib import Path
+
+    rows = list(csv.DictReader((Path(__file__).parents[2] / "rtl/deltallm/cycles.csv").open()))
+    lanes = kv260.datapath.lanes
+    want = [r for r in rows if r["block"] == "dl_softmax_state"
+            and {"PIPE=1", f"L={lanes}"} <= set(r["params"].split(";"))]  # fmt: skip
+    assert len(want) == 1
+    p = kv260.pipeline
+    stages = p.max_exponent_cycles + p.exp2_cycles + p.skip_reduce_cycles + p.rescale_issue_cycles
+    assert stages == int(want[0]["latency_cycles"])
+    assert p.softmax_cycles_per_column == int(want[0]["ii_cycles"])
 
 
 @pytest.mark.parametrize("d,dv", [(128, 128), (64, 64), (96, 80)])
@@ -53,7 +69,7 @@ def test_block_cycles_equal_the_scalar_rule(kv260, d, dv):
         kinds = rng.choice(np.array([1, 2, 3, 5, 6, 7], dtype=np.uint8), size=n)
         nnz = rng.integers(0, d + 1, size=n)
         got = query_block_cycles(kinds, nnz, kv260, head_dim=d, value_dim=dv)
-        want = _oracle(kinds.tolist(), nnz.tolist(), d=d, dv=dv, m=16, lanes=16, fill=21,
+        want = _oracle(kinds.tolist(), nnz.tolist(), d=d, dv=dv, m=16, lanes=16, fill=15,
                        q_load=16, out_write=16)  # fmt: skip
         assert got == want
 
@@ -61,15 +77,15 @@ def test_block_cycles_equal_the_scalar_rule(kv260, d, dv):
 def test_hand_example(kv260):
     # d = 128, M = 16: an exact column 8 + PV 8 = 16; a delta column with 17 nonzeros 2 + 8 = 10;
     # a skipped delta column with 0 nonzeros max(1, 0) = 1; a mixed skipped column 8 + 1 = 9.
-    # Block overhead 21 + 16·128/16 + 16·128/16 = 277.
+    # Block overhead 15 + 16·128/16 + 16·128/16 = 271.
     got = query_block_cycles([1, 2, 6, 7], [0, 17, 0, 5], kv260, head_dim=128)
-    assert got == 277 + 16 + 10 + 1 + 9
+    assert got == 271 + 16 + 10 + 1 + 9
 
 
 def test_pipeline_constants_are_config_keys(kv260):
     arch = override(kv260, {"pipeline.multiply_cycles": 6, "pipeline.softmax_cycles_per_column": 4})
     got = query_block_cycles([6], [0], arch, head_dim=128)
-    assert got == (21 + 3) + 128 + 128 + 4
+    assert got == (15 + 3) + 128 + 128 + 4
 
 
 def test_many_blocks_equal_one_block(kv260):

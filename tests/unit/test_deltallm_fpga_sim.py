@@ -30,7 +30,7 @@ WL = "llama-3.2-1b:prefill_64"
 @pytest.fixture(scope="module")
 def kv260():
     _, cfg = load_arch("kv260")
-    return override(cfg, {"keys.layers_simulated": 2, "keys.logit_std": 8.0})
+    return override(cfg, {"keys.layers_simulated": 2})
 
 
 def test_registered_kind_runs_through_the_entry_point(kv260):
