@@ -18,7 +18,7 @@ from . import __version__
 
 # Order here is the order in --help.
 COMMANDS = (
-    "demo", "quant", "sim", "cost", "sweep", "sweep_report", "validate", "report", "synth",
+    "demo", "quant", "delta", "sim", "cost", "sweep", "sweep_report", "validate", "report", "synth",
 )  # fmt: skip
 
 DESCRIPTION = """\

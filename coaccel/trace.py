@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import json
 import operator
+import os
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -676,8 +677,18 @@ class Trace:
         """
         text = json.dumps(self.meta, sort_keys=True, allow_nan=False)
         save = np.savez_compressed if compress else np.savez
-        with open(path, "wb") as f:
-            save(f, meta=np.asarray(text), **{k: getattr(self, k) for k in _KINDS})
+        # Written under a temporary name in the same folder, then renamed: an interrupted save
+        # never leaves a truncated trace at ``path``.
+        dest = Path(path)
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "wb") as f:
+                save(f, meta=np.asarray(text), **{k: getattr(self, k) for k in _KINDS})
+            os.replace(tmp, dest)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     @classmethod
     def load(cls, path: str | Path) -> Trace:
