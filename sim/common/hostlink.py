@@ -172,9 +172,7 @@ def zero_copy_bytes(link: HostLinkConfig, sectors_bytes: npt.ArrayLike) -> npt.N
     return -(-n // g) * g
 
 
-def zero_copy_seconds(
-    link: HostLinkConfig, link_bytes: float, bytes_in_flight: float
-) -> float:
+def zero_copy_seconds(link: HostLinkConfig, link_bytes: float, bytes_in_flight: float) -> float:
     """Time for SM-issued zero-copy loads of ``link_bytes`` over an otherwise idle link.
 
     The loads reach the lesser of the link's zero-copy bandwidth and what the bytes in flight

@@ -75,7 +75,9 @@ class SmConfig:
     max_ctas_per_sm: int = param(ge=1, doc="resident CTAs per SM")
     smem_per_sm_kib: float = param(gt=0, unit="KiB", doc="shared memory per SM")
     regs_per_sm: int = param(ge=1, doc="registers per SM")
-    max_inflight_per_sm_kib: float = param(gt=0, unit="KiB", doc="most outstanding load bytes per SM")
+    max_inflight_per_sm_kib: float = param(
+        gt=0, unit="KiB", doc="most outstanding load bytes per SM"
+    )
     pipeline_stages: int = param(ge=1, le=16, doc="tiles in flight per CTA")
     tensor_flop_per_cycle_per_sm: float = param(gt=0, unit="", doc="dense tensor FLOP/cycle/SM")
     fp32_flop_per_cycle_per_sm: float = param(gt=0, unit="", doc="FP32 FLOP/cycle/SM")
@@ -246,4 +248,3 @@ def load_arch(name: str | Path) -> GpuArchConfig:
         ConfigError: every problem of the file.
     """
     return load_config(arch_path(name), GpuArchConfig)
-

@@ -1,4 +1,4 @@
-"""GPU architecture configs: shipped files load, figures match their sources, bad files fail once."""
+"""GPU architecture configs: shipped files load, figures match sources, bad files fail once."""
 
 from __future__ import annotations
 
@@ -46,7 +46,12 @@ def _variant(tmp_path: Path, old: str, new: str) -> Path:
     text = arch_path("h200").read_text()
     assert old in text
     p = tmp_path / "bad.yaml"
-    p.write_text(text.replace(old, new).replace("dram/hbm3e_h200.yaml", str(arch_path("h200").parent.parent / "dram" / "hbm3e_h200.yaml")))
+    p.write_text(
+        text.replace(old, new).replace(
+            "dram/hbm3e_h200.yaml",
+            str(arch_path("h200").parent.parent / "dram" / "hbm3e_h200.yaml"),
+        )
+    )
     return p
 
 
