@@ -75,6 +75,7 @@ CSV_COLUMNS = (
     "bytes_moved",  # bytes one repetition reads + writes, B
     "bw_bytes_per_s",  # bytes_moved / time_s, B/s (0 where not meaningful)
     "latency_ns",  # pointer chase: time per dependent load, ns (0 otherwise)
+    "sm_clock_mhz",  # SM clock of the run (the maximum nvidia-smi reports), MHz (0: unknown)
     "source",  # where the row comes from: "measured <date> <script>" or a reference key
     "note",  # backend, kernel settings, anything a reader needs to interpret the row
 )
@@ -137,6 +138,14 @@ def _atomic_write(path: Path, text: str) -> None:
         raise
 
 
+def _mhz(text: str) -> float:
+    """``"1980 MHz"`` -> 1980.0; 0.0 when nvidia-smi gave no number."""
+    try:
+        return float(str(text).split()[0])
+    except (ValueError, IndexError):
+        return 0.0
+
+
 def _run(cmd: list[str]) -> str:
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
@@ -156,6 +165,7 @@ class Recorder:
         self.skipped: list[str] = []
         self._section_end = math.inf
         self._section = ""
+        self.clock_mhz = 0.0
 
     def section(self, name: str, budget_s: float) -> None:
         self._section = name
@@ -205,6 +215,7 @@ class Recorder:
                 "bytes_moved": int(bytes_moved),
                 "bw_bytes_per_s": f"{bw:.9g}",
                 "latency_ns": f"{latency_ns:.6g}",
+                "sm_clock_mhz": f"{self.clock_mhz:g}",
                 "source": self.source,
                 "note": note,
             }
@@ -847,6 +858,7 @@ def _main(args: argparse.Namespace) -> int:
         info["gpu_name"], f"measured {date} benchmarks/gpu_calibration.py", args.budget_s
     )
     n_sms = int(info["sm_count"])
+    rec.clock_mhz = _mhz(info["nvidia_smi"].get("clocks.max.sm", ""))
     l2 = int(info["l2_cache_bytes"] or 50 * MIB)
     t_start = time.monotonic()
     steps = {
