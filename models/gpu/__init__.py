@@ -1,4 +1,4 @@
-"""GPU decode-attention references (installed as ``coaccel.models.gpu``).
+"""GPU decode workloads and microbenchmarks (installed as ``coaccel.models.gpu``).
 
 * the split-K skeleton shared by the decode-attention workloads: :class:`DecodeShape`,
   :func:`choose_num_splits`, :func:`plan_split_k` / :class:`SplitPlan`, :func:`make_inputs`,
@@ -6,7 +6,10 @@
 * its trace: :func:`split_k_trace`, :func:`tile_activity`;
 * FlashDecoding (W1): :func:`flash_decode` (values + trace), :func:`flash_decode_trace`
   (trace only);
-* bf16 storage: :func:`f32_to_bf16_bits`, :func:`bf16_bits_to_f32`, :func:`round_bf16`.
+* bf16 storage: :func:`f32_to_bf16_bits`, :func:`bf16_bits_to_f32`, :func:`round_bf16`;
+* :mod:`coaccel.models.gpu.microbench`: the microbenchmark traces (streaming reads, pointer
+  chases, host copies, zero-copy reads, decode-attention traffic) the simulator is validated
+  with (imported on its own).
 
 See ``docs/gpu_decode.md``.
 """
