@@ -38,10 +38,11 @@ from typing import Any, Literal
 import numpy as np
 
 from ..config import override
-from .gpu_fit import CalibrationRow, measured_value, predict, read_calibration_csv
+from .gpu_fit import CalibrationRow, measured_value, predict, read_calibration_csv, select_rows
 
 __all__ = [
     "BAND_FRACTION",
+    "W1_FULL_GRID_TOKENS",
     "Anchor",
     "GpuValidation",
     "Series",
@@ -51,6 +52,11 @@ __all__ = [
     "validate_gpu",
     "w1_seconds",
 ]
+
+W1_FULL_GRID_TOKENS = 16384
+"""Context from which W1 is compared with the bandwidth-bound line: with B = 1 the split rule
+fills the GPU with CTAs of at least 8 tiles from here on; below, launch and latency dominate,
+as the FlashDecoding blog reports near-constant time up to long contexts ([FLASHDECODING])."""
 
 BAND_FRACTION = 0.05
 """Relative perturbation of bandwidths and latencies that gives a prediction's band ([OURS])."""
@@ -262,20 +268,21 @@ def _pcie_shape_rows() -> list[tuple[int, float]]:
 
 def validate_gpu(
     *,
-    mode: str = "analytical",
+    mode: str = "auto",
     simulate: Simulate | None = None,
     contexts: Sequence[int] = (1024, 4096, 16384, 65536, 131072),
     tiers: bool = True,
-    chase_points: int = 0,
+    points: int = 24,
 ) -> GpuValidation:
     """Run every anchor, series and tier comparison.
 
     Args:
-        mode: simulator mode of the anchors and series.
+        mode: simulator mode of the anchors and series; ``"auto"``: the cycle tier for the
+            pointer chase (:func:`coaccel.validate.gpu_fit.tier_for`), analytical otherwise.
         simulate: ``simulate(arch, workload, mode)``; default :func:`coaccel.simulate`.
         contexts: contexts of the W1 series, tokens.
         tiers: also run the cycle tier on W1 and a streaming read and report the difference.
-        chase_points: pointer-chase points of the A100 curve to simulate (0: all).
+        points: simulated points of each measured curve, evenly spread (0: all).
 
     Returns:
         :class:`GpuValidation`.
@@ -302,46 +309,44 @@ def validate_gpu(
         "a100_80g": ("[S12] gpu-l2-cache/a100_80.txt: L2-resident read ~5.4 TB/s (2-28 MB)",
                      5.4e12),
     }  # fmt: skip
-    for g, fname in (("h200", "h200"), ("a100_80g", "a100_80g")):
+    files = {"h200": ("h200", "h200.txt"), "a100_80g": ("a100_80g", "a100_80.txt")}
+    for g, (fname, txt) in files.items():
         path = _DATA / f"gpu_calibration_example_{fname}.csv"
-        rows = _series_rows(path, "stream_read")
+        every = _series_rows(path, "stream_read")
+        rows = select_rows(every, points)
         meas, ours, lo, hi = _curve(bands[g], rows, mode, sim)
         series.append(
             Series(f"{g} read bandwidth vs working set (1.5 MiB ... 4.7 GiB)", len(rows),
                    mape_pct(meas, ours), pearson_r(meas, ours), "fitted",
-                   f"[S12] gpu-l2-cache/{fname}.txt")
+                   f"[S12] gpu-l2-cache/{txt}")
         )  # fmt: skip
-        big = [
-            i for i, r in enumerate(rows) if r.size_bytes >= 4 * archs[g].l2.capacity_mib * 2**20
-        ]
-        i = big[len(big) // 2]
-        anchors.append(
-            Anchor("stream", f"{g} DRAM read plateau", plateau[g], ours[i], lo[i], hi[i], "B/s",
-                   plateau_src[g], "fitted",
-                   f"simulated streaming read of {rows[i].size_bytes / 2**20:.0f} MiB")
-        )  # fmt: skip
-        src, val = l2_src[g]
-        mid = [i for i, r in enumerate(rows) if 4 * 2**20 <= r.size_bytes <= 16 * 2**20]
-        j = mid[len(mid) // 2]
-        anchors.append(
-            Anchor("l2", f"{g} L2 read plateau", val, ours[j], lo[j], hi[j], "B/s", src,
-                   "fitted", f"simulated streaming read of {rows[j].size_bytes / 2**20:.1f} MiB")
-        )  # fmt: skip
-        knee_meas = _knee(rows, meas)
-        knee_ours = _knee(rows, ours)
+        cap = archs[g].l2.capacity_mib * 2**20
+        for label, lo_b, hi_b, val, src, what in (
+            ("DRAM read plateau", 4 * cap, math.inf, plateau[g], plateau_src[g], "B/s"),
+            ("L2 read plateau", 4 * 2**20, 16 * 2**20, l2_src[g][1], l2_src[g][0], "B/s"),
+        ):
+            r = _middle(every, lo_b, hi_b)
+            vals = [predict(a, r, mode=mode, simulate=sim) for a in bands[g]]
+            anchors.append(
+                Anchor("stream" if "DRAM" in label else "l2", f"{g} {label}", val, vals[0],
+                       min(vals), max(vals), what, src, "fitted",
+                       f"simulated streaming read of {r.size_bytes / 2**20:.1f} MiB")
+            )  # fmt: skip
+        # the knee needs the curve's points around the L2 capacity, whatever ``points`` is
+        knee_rows = [r for r in every if 2 * 2**20 <= r.size_bytes <= 2 * cap]
+        km, ko, kl, kh = _curve(bands[g], knee_rows, mode, sim)
+        knees = [_knee(knee_rows, x) for x in (ko, kl, kh)]
         anchors.append(
             Anchor("l2", f"{g} L2 capacity knee (last set within 90 % of the L2 plateau)",
-                   knee_meas, knee_ours, min(_knee(rows, lo), _knee(rows, hi), knee_ours),
-                   max(_knee(rows, lo), _knee(rows, hi), knee_ours), "MiB",
-                   f"[S12] gpu-l2-cache/{fname}.txt", "fitted",
-                   "the simulated curve's knee, by the same rule as the measured one")
+                   _knee(knee_rows, km), knees[0], min(knees), max(knees), "MiB",
+                   f"[S12] gpu-l2-cache/{txt}", "fitted",
+                   f"the simulated curve's knee over {len(knee_rows)} working sets of 2 MiB "
+                   "... 2 x L2, by the same rule as the measured one")
         )  # fmt: skip
 
     a100 = "a100_80g"
-    chase = _series_rows(_DATA / "gpu_calibration_example_a100_80g.csv", "pointer_chase")
-    if chase_points:
-        step = max(1, len(chase) // chase_points)
-        chase = chase[::step]
+    chase_all = _series_rows(_DATA / "gpu_calibration_example_a100_80g.csv", "pointer_chase")
+    chase = select_rows(chase_all, points)
     meas, ours, lo, hi = _curve(bands[a100], chase, mode, sim)
     series.append(
         Series("a100_80g pointer-chase latency vs working set", len(chase), mape_pct(meas, ours),
@@ -354,14 +359,12 @@ def validate_gpu(
         ("far L2", 424, 32 * 2**20, 39 * 2**20),
         ("DRAM", 570, 100 * 2**20, math.inf),
     ):
-        idx = [i for i, r in enumerate(chase) if lo_b <= r.size_bytes <= hi_b]
-        if not idx:
-            continue
-        k = idx[len(idx) // 2]
+        r = _middle(chase_all, lo_b, hi_b)
+        vals = [predict(a, r, mode=mode, simulate=sim) for a in bands[a100]]
         anchors.append(
-            Anchor("latency", f"a100_80g pointer chase, {label}", cycles / f, ours[k], lo[k],
-                   hi[k], "ns", f"[S12] cuda-latency/a100_80.txt: {cycles} cycles at 1410 MHz",
-                   "fitted", f"simulated chase over {chase[k].size_bytes / 2**20:.3g} MiB")
+            Anchor("latency", f"a100_80g pointer chase, {label}", cycles / f, vals[0], min(vals),
+                   max(vals), "ns", f"[S12] cuda-latency/a100_80.txt: {cycles} cycles at 1410 MHz",
+                   "fitted", f"simulated chase over {r.size_bytes / 2**20:.3g} MiB")
         )  # fmt: skip
 
     # PCIe copy curve shape: bandwidth / plateau against size, V100 Gen3 measured vs our link
@@ -395,15 +398,21 @@ def validate_gpu(
         t_band = []
         derived = []
         for t in contexts:
-            vals = [w1_seconds(a, t, mode=mode, simulate=sim) for a in bands[g]]
+            w1_mode = "analytical" if mode == "auto" else mode
+            vals = [w1_seconds(a, t, mode=w1_mode, simulate=sim) for a in bands[g]]
             t_ours.append(vals[0])
             t_band.append(_band(vals))
             derived.append(4096 * t / plateau[g])
-        series.append(
-            Series(f"{g} W1 time vs context, against bytes / measured plateau", len(contexts),
-                   mape_pct(derived, t_ours), pearson_r(derived, t_ours), "predicted",
-                   f"[DERIVED] 4 KiB x T / {plateau[g] / 1e12:.2f} TB/s ({plateau_src[g]})")
-        )  # fmt: skip
+        full = [k for k, t in enumerate(contexts) if t >= W1_FULL_GRID_TOKENS]
+        if full:
+            d_sel = [derived[k] for k in full]
+            o_sel = [t_ours[k] for k in full]
+            series.append(
+                Series(f"{g} W1 time vs context (T >= {W1_FULL_GRID_TOKENS}), against bytes / "
+                       "measured plateau", len(full), mape_pct(d_sel, o_sel),
+                       pearson_r(d_sel, o_sel), "predicted",
+                       f"[DERIVED] 4 KiB x T / {plateau[g] / 1e12:.2f} TB/s ({plateau_src[g]})")
+            )  # fmt: skip
         i = len(contexts) - 1
         anchors.append(
             Anchor("w1", f"{g} W1 one layer, B=1, T={contexts[i]}", derived[i], t_ours[i],
@@ -412,14 +421,15 @@ def validate_gpu(
                    f"{plateau[g] / 1e12:.2f} TB/s ({plateau_src[g]})",
                    "predicted", f"flash_decode_trace, split rule for {arch.sm.count} SMs")
         )  # fmt: skip
-        long = [k for k, t in enumerate(contexts) if t >= 16384]
+        long = [k for k, t in enumerate(contexts) if t >= W1_FULL_GRID_TOKENS]
         if len(long) >= 2:
             x = np.array([contexts[k] for k in long], dtype=np.float64)
             y = np.array([t_ours[k] for k in long])
             slope, icpt = np.polyfit(x, y, 1)
             resid = float(np.max(np.abs(y - (slope * x + icpt)) / y) * 100)
             notes.append(
-                f"{g} W1: simulated time is linear in context for T >= 16K within "
+                f"{g} W1: simulated time is linear in context for T >= "
+                f"{W1_FULL_GRID_TOKENS} within "
                 f"{resid:.2g} % (slope {slope * 1e9:.4g} ns/token, "
                 f"{4096 / slope / 1e12:.3g} TB/s effective)"
             )
@@ -444,6 +454,14 @@ def validate_gpu(
         anchors=tuple(anchors), series=tuple(series), tiers=tuple(tier_rows),
         notes=tuple(notes), mode=mode,
     )  # fmt: skip
+
+
+def _middle(rows: Sequence[CalibrationRow], lo: float, hi: float) -> CalibrationRow:
+    """The middle row (in file order) of those with ``lo <= size_bytes <= hi``."""
+    sel = [r for r in rows if lo <= r.size_bytes <= hi]
+    if not sel:
+        raise ValueError(f"no measured row between {lo} and {hi} B")
+    return sel[len(sel) // 2]
 
 
 def _knee(rows: Sequence[CalibrationRow], bw: Sequence[float]) -> float:

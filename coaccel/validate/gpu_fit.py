@@ -55,8 +55,13 @@ __all__ = [
     "RowError",
     "fit_gpu",
     "fit_parameters",
+    "measured_value",
     "predict",
     "read_calibration_csv",
+    "PREDICTED",
+    "row_fields",
+    "select_rows",
+    "tier_for",
 ]
 
 CSV_SCHEMA_VERSION = 1
@@ -458,15 +463,22 @@ def _kernel_seconds(result: Any, name: str) -> float:
     return float(ks[-1].end_s - ks[-1].start_s)
 
 
+def tier_for(experiment: str) -> str:
+    """The simulator tier ``mode="auto"`` uses for an experiment: ``cycle`` for the pointer
+    chase (only the cycle tier keeps the L2 contents from the warm-up walk to the measured
+    one), ``analytical`` for everything else."""
+    return "cycle" if experiment == "pointer_chase" else "analytical"
+
+
 def predict(
-    arch: Any, row: CalibrationRow, *, mode: str = "analytical", simulate: Simulate | None = None
+    arch: Any, row: CalibrationRow, *, mode: str = "auto", simulate: Simulate | None = None
 ) -> float:
     """The simulator's value of a row's measured quantity.
 
     Args:
         arch: the GPU config.
         row: a row whose experiment is in :data:`PREDICTED`.
-        mode: simulator mode.
+        mode: simulator mode, or ``"auto"`` (:func:`tier_for`).
         simulate: ``simulate(arch, workload_spec, mode)``; default :func:`coaccel.simulate`.
 
     Returns:
@@ -474,6 +486,8 @@ def predict(
     """
     sim = simulate or _default_simulate
     exp = row.experiment
+    if mode == "auto":
+        mode = tier_for(exp)
     if exp in _BW_ROWS:
         ctas = f",ctas={row.ctas}" if row.ctas > 0 else ""
         res = sim(arch, f"stream:working_set_bytes={row.size_bytes}{ctas},passes=2", mode)
@@ -557,7 +571,8 @@ class CalibrationFit:
     Attributes:
         before: the original config. after: the fitted config.
         params: the fitted values. rows: per-row errors. groups: MAPE per experiment.
-        notes: what could not be fitted, and why. mode: simulator mode of the predictions.
+        notes: what could not be fitted, and why. mode: simulator mode of the predictions
+            (``auto``: :func:`tier_for`).
     """
 
     before: Any
@@ -572,20 +587,38 @@ class CalibrationFit:
 _UNIT = {"stream_read": "B/s", "stream_read_torch": "B/s", "pointer_chase": "ns"}
 
 
+def select_rows(rows: Sequence[CalibrationRow], per_experiment: int) -> list[CalibrationRow]:
+    """At most ``per_experiment`` rows of each experiment, spread evenly over its rows in file
+    order (its first and last row included); 0 keeps every row."""
+    if per_experiment <= 0:
+        return list(rows)
+    out = []
+    for exp in dict.fromkeys(r.experiment for r in rows):
+        sel = [r for r in rows if r.experiment == exp]
+        if len(sel) > per_experiment:
+            idx = np.unique(np.round(np.linspace(0, len(sel) - 1, per_experiment)).astype(int))
+            sel = [sel[i] for i in idx]
+        out += sel
+    return out
+
+
 def fit_gpu(
     arch: Any,
     rows: Sequence[CalibrationRow],
     *,
-    mode: str = "analytical",
+    mode: str = "auto",
     simulate: Simulate | None = None,
+    compare_per_experiment: int = 0,
 ) -> CalibrationFit:
     """Fit a GPU config to calibration rows and compare the simulator before and after.
 
     Args:
         arch: the GPU config to start from.
         rows: calibration rows (:func:`read_calibration_csv`).
-        mode: simulator mode of the predictions.
+        mode: simulator mode of the predictions, or ``"auto"`` (:func:`tier_for`).
         simulate: ``simulate(arch, workload_spec, mode)``; default :func:`coaccel.simulate`.
+        compare_per_experiment: simulate at most this many rows of each experiment
+            (:func:`select_rows`; 0: all). The fit itself always uses every row.
 
     Returns:
         :class:`CalibrationFit`.
@@ -597,7 +630,7 @@ def fit_gpu(
     after = override(arch, changes) if changes else arch
     after = replace(after, sources=_fitted_sources(after.sources, params))
     errs = []
-    for r in rows:
+    for r in select_rows(rows, compare_per_experiment):
         if r.experiment not in PREDICTED or measured_value(r) <= 0:
             continue
         errs.append(

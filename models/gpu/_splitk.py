@@ -164,7 +164,7 @@ class SplitPlan:
     block_n: int
     num_splits: int
     split_tokens: int
-    n_stages: int = 2
+    n_stages: int = 1
     mma_m: int = 16
     threads_per_cta: int = 128
     regs_per_thread: int = 128
@@ -227,7 +227,7 @@ def plan_split_k(
     num_splits: int | None = None,
     n_sms: int | None = None,
     waves: float = 1.0,
-    n_stages: int = 2,
+    n_stages: int = 1,
     mma_m: int = 16,
     threads_per_cta: int = 128,
     regs_per_thread: int = 128,

@@ -83,7 +83,7 @@ def flash_decode(
     num_splits: int | None = None,
     n_sms: int | None = None,
     waves: float = 1.0,
-    n_stages: int = 2,
+    n_stages: int = 1,
     softmax_base: SoftmaxBase = "e",
     p_dtype: PDtype = "bf16",
     key_scale: float = 1.0,
@@ -135,7 +135,7 @@ def flash_decode_trace(
     num_splits: int | None = None,
     n_sms: int | None = None,
     waves: float = 1.0,
-    n_stages: int = 2,
+    n_stages: int = 1,
     tile_keep: npt.NDArray[np.bool_] | None = None,
     workload: Mapping[str, Any] | None = None,
 ) -> Trace:

@@ -96,7 +96,7 @@ def test_plan_splits_are_whole_tiles_and_cover_the_context() -> None:
     plan = plan_split_k(DecodeShape(batch=2, context=131072), n_sms=132)
     assert plan.grid == (9, 2, 8)  # ceil(132 / 16) = 9
     assert plan.split_tokens == 14592 and plan.num_splits * plan.split_tokens >= 131072
-    assert plan.smem_bytes_per_cta == 16 * 128 * 2 + 2 * 2 * 128 * 128 * 2
+    assert plan.smem_bytes_per_cta == 16 * 128 * 2 + 2 * 128 * 128 * 2  # q + one K, one V tile
     with pytest.raises(ValueError, match="block_n=96; valid choices: 64, 128, 256"):
         plan_split_k(DecodeShape(batch=1, context=64), block_n=96, num_splits=1)
 
