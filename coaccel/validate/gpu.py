@@ -38,6 +38,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..config import override
+from ..errors import CoaccelError
 from .gpu_fit import CalibrationRow, measured_value, predict, read_calibration_csv, select_rows
 
 __all__ = [
@@ -290,6 +291,11 @@ def validate_gpu(
     from ..sim.gpu_mem import load_arch
 
     sim = simulate or _default_simulate
+    if not (_DATA / "gpu_calibration_example_a100_80g.csv").is_file():
+        raise CoaccelError(
+            f"the published microbenchmark series are not at {_DATA} (benchmarks/data of a "
+            "source checkout); run coaccel validate gpu from the repository"
+        )
     anchors: list[Anchor] = []
     series: list[Series] = []
     notes: list[str] = [
