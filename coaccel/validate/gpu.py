@@ -301,6 +301,10 @@ def validate_gpu(
     notes: list[str] = [
         f"band: bandwidths, efficiencies and latencies of the config -/+ "
         f"{BAND_FRACTION:.0%} ([OURS] allowance for unit and clock variation)",
+        "bandwidth against parallelism (CTAs, bytes in flight): no published H200 or A100 "
+        "series was found; benchmarks/gpu_calibration.py measures it (stream_read_ctas)",
+        "W1 anchors are derived (bytes / measured plateau), not measured decode times; the "
+        "calibration script's decode_attention rows are the measured comparison",
     ]
     gpus = {"h200": "h200", "a100_80g": "a100_80g"}
     archs = {g: load_arch(g) for g in gpus}
