@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numba
 import numpy as np
@@ -116,6 +116,8 @@ class CacheState:
         dirty: uint32 (sets, ways): dirty-sector bit mask.
         clock: int64 (1,): use counter.
         open_rows: int64 (channels,): open DRAM row per channel, -1 for none.
+        last_local: int64 (channels,): channel-local sector index of each channel's last
+            DRAM transfer (-2 for none).
     """
 
     tags: npt.NDArray[np.int64]
@@ -124,6 +126,7 @@ class CacheState:
     dirty: npt.NDArray[np.uint32]
     clock: npt.NDArray[np.int64]
     open_rows: npt.NDArray[np.int64]
+    last_local: npt.NDArray[np.int64]
 
     @classmethod
     def empty(cls, g: CacheGeometry) -> CacheState:
@@ -135,6 +138,7 @@ class CacheState:
             dirty=np.zeros((g.sets, g.ways), dtype=np.uint32),
             clock=np.zeros(1, dtype=np.int64),
             open_rows=np.full(g.dram_channels, -1, dtype=np.int64),
+            last_local=np.full(g.dram_channels, -2, dtype=np.int64),
         )
 
 
@@ -152,6 +156,10 @@ class ReplayCounts:
             channel, for the group (e.g. kernel) of the record that caused them.
         row_misses: int64 (groups, channels): DRAM sector transfers that opened another row
             (all zero when the row model is off).
+        run_starts: int64 (groups, channels): DRAM sector transfers that did not continue
+            their channel's previous transfer (channel-local address + 1 sector): the number
+            of contiguous runs each channel served, so ``channel_sectors / run_starts`` is the
+            mean run length the DRAM efficiency curve is read at.
     """
 
     requests: npt.NDArray[np.int64]
@@ -161,14 +169,21 @@ class ReplayCounts:
     writebacks: npt.NDArray[np.int64]
     channel_sectors: npt.NDArray[np.int64]
     row_misses: npt.NDArray[np.int64]
+    run_starts: npt.NDArray[np.int64]
 
 
 @numba.njit(cache=True, inline="always")
-def _dram_touch(addr, grp, n_ch, il, row_bytes, open_rows, ch_sec, row_miss):  # pragma: no cover
+def _dram_touch(
+    addr, sector_bytes, grp, n_ch, il, row_bytes, open_rows, last_local, ch_sec, row_miss, runs
+):  # pragma: no cover
     ch = (addr // il) % n_ch
     ch_sec[grp, ch] += 1
+    local = (addr // (il * n_ch)) * il + addr % il
+    ls = local // sector_bytes
+    if ls != last_local[ch] + 1:
+        runs[grp, ch] += 1
+    last_local[ch] = ls
     if row_bytes > 0:
-        local = (addr // (il * n_ch)) * il + addr % il
         row = local // row_bytes
         if open_rows[ch] != row:
             row_miss[grp, ch] += 1
@@ -178,10 +193,10 @@ def _dram_touch(addr, grp, n_ch, il, row_bytes, open_rows, ch_sec, row_miss):  #
 @numba.njit(cache=True)
 def _replay(
     starts, nbytes, strides, counts, rw, requester, group,
-    tags, stamps, valid, dirty, clock, open_rows,
+    tags, stamps, valid, dirty, clock, open_rows, last_local,
     sets, ways, line_bytes, sector_bytes, partitions, xor,
     n_ch, il, row_bytes,
-    req_o, hit_o, near_o, miss_o, wb_o, ch_sec, row_miss,
+    req_o, hit_o, near_o, miss_o, wb_o, ch_sec, row_miss, runs,
 ):  # fmt: skip  # pragma: no cover - compiled; equal to ReferenceCache (tests)
     spl = line_bytes // sector_bytes
     t = clock[0]
@@ -229,8 +244,9 @@ def _replay(
                             for k in range(spl):
                                 if d & (np.uint32(1) << np.uint32(k)):
                                     wb_o[r] += 1
-                                    _dram_touch((old * spl + k) * sector_bytes, grp, n_ch, il,
-                                                row_bytes, open_rows, ch_sec, row_miss)  # fmt: skip
+                                    _dram_touch((old * spl + k) * sector_bytes, sector_bytes,
+                                                grp, n_ch, il, row_bytes, open_rows,
+                                                last_local, ch_sec, row_miss, runs)  # fmt: skip
                         tags[st, victim] = line
                         valid[st, victim] = 0
                         dirty[st, victim] = 0
@@ -248,8 +264,9 @@ def _replay(
                     miss_o[r] += 1
                     valid[cur_set, cur_way] |= bit
                     if not is_w:
-                        _dram_touch(sec * sector_bytes, grp, n_ch, il, row_bytes, open_rows,
-                                    ch_sec, row_miss)  # fmt: skip
+                        _dram_touch(sec * sector_bytes, sector_bytes, grp, n_ch, il,
+                                    row_bytes, open_rows, last_local, ch_sec, row_miss,
+                                    runs)  # fmt: skip
                 if is_w:
                     dirty[cur_set, cur_way] |= bit
             prev_last = last
@@ -303,14 +320,20 @@ def replay(
     z = [np.zeros(n, dtype=np.int64) for _ in range(5)]
     ch = np.zeros((n_groups, g.dram_channels), dtype=np.int64)
     rm = np.zeros((n_groups, g.dram_channels), dtype=np.int64)
-    _replay(
+    runs = np.zeros((n_groups, g.dram_channels), dtype=np.int64)
+    run: Any = _replay  # numba dispatcher (its signature is not visible to type checkers)
+    run(
         s, nb, st, c, rwa, req, grp,
         state.tags, state.stamps, state.valid, state.dirty, state.clock, state.open_rows,
+        state.last_local,
         g.sets, g.ways, g.line_bytes, g.sector_bytes, g.partitions, g.set_hash == "xor",
         g.dram_channels, g.dram_interleave_bytes, g.dram_row_bytes,
-        *z, ch, rm,
+        *z, ch, rm, runs,
     )  # fmt: skip
-    return ReplayCounts(*z, channel_sectors=ch, row_misses=rm)
+    return ReplayCounts(
+        requests=z[0], hits=z[1], near_hits=z[2], misses=z[3], writebacks=z[4],
+        channel_sectors=ch, row_misses=rm, run_starts=runs,
+    )  # fmt: skip
 
 
 class ReferenceCache:
@@ -325,16 +348,21 @@ class ReferenceCache:
         self.g = g
         self.sets: list[OrderedDict[int, list[int]]] = [OrderedDict() for _ in range(g.sets)]
         self.open_rows = [-1] * g.dram_channels
+        self.last_local = [-2] * g.dram_channels
         self.channel_sectors = [[0] * g.dram_channels for _ in range(n_groups)]
         self.row_misses = [[0] * g.dram_channels for _ in range(n_groups)]
+        self.run_starts = [[0] * g.dram_channels for _ in range(n_groups)]
 
     def _dram(self, addr: int, grp: int) -> None:
         g = self.g
         ch = (addr // g.dram_interleave_bytes) % g.dram_channels
         self.channel_sectors[grp][ch] += 1
+        il = g.dram_interleave_bytes
+        local = (addr // (il * g.dram_channels)) * il + addr % il
+        if local // g.sector_bytes != self.last_local[ch] + 1:
+            self.run_starts[grp][ch] += 1
+        self.last_local[ch] = local // g.sector_bytes
         if g.dram_row_bytes:
-            il = g.dram_interleave_bytes
-            local = (addr // (il * g.dram_channels)) * il + addr % il
             row = local // g.dram_row_bytes
             if self.open_rows[ch] != row:
                 self.row_misses[grp][ch] += 1

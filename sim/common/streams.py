@@ -129,7 +129,9 @@ def schedule(
     n = len(tasks)
     for i, t in enumerate(tasks):
         if t.engine not in engines:
-            raise ValueError(f"task {t.name!r} needs engine {t.engine!r}; engines: {sorted(engines)}")
+            raise ValueError(
+                f"task {t.name!r} needs engine {t.engine!r}; engines: {sorted(engines)}"
+            )
         if any(j >= i or j < 0 for j in t.after):
             raise ValueError(f"task {i} ({t.name!r}) has a prerequisite that is not earlier")
     start = [0.0] * n

@@ -127,7 +127,9 @@ def kernel_time(arch: GpuArchConfig, kt: KernelTraffic) -> KernelTime:
             zl = link.zero_copy_latency_ns * 1e-9
             zbw = zc_bw_link
             if zl > 0:
-                per_sm = min(math.ceil(w / active) * inflight_cta, sm.max_inflight_per_sm_kib * 1024)
+                per_sm = min(
+                    math.ceil(w / active) * inflight_cta, sm.max_inflight_per_sm_kib * 1024
+                )
                 zbw = min(zbw, active * per_sm / zl)
             terms["host_link"] = frac * kt.host_bytes / zbw
         wave_lat = lat if dev_bytes else 0.0
@@ -154,7 +156,10 @@ def copy_time(arch: GpuArchConfig, kt: KernelTraffic) -> KernelTime:
     n = kt.host_bytes
     s = float(copy_seconds(arch.host_link, n, kt.kind, pinned=kt.pinned))
     if arch.host_dram is not None and n:
-        s = max(s, arch.host_link.copy_fixed_us * 1e-6 + n / (arch.host_dram.sustained_bw_gb_per_s * 1e9))
+        s = max(
+            s,
+            arch.host_link.copy_fixed_us * 1e-6 + n / (arch.host_dram.sustained_bw_gb_per_s * 1e9),
+        )
     return KernelTime(s, 0, 0, "copy", 0.0)
 
 

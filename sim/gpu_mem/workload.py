@@ -1,4 +1,4 @@
-"""GPU workloads: a trace (file or object) or a generator spec such as ``"stream:working_set_bytes=1e9"``.
+"""GPU workloads: a trace (a file or an object) or a generator spec (``"splitk:T=131072"``).
 
 :func:`load_workload` accepts
 
