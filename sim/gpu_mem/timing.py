@@ -22,8 +22,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
 from coaccel.trace import Trace
 
 from ..common.hostlink import copy_seconds
@@ -108,8 +106,10 @@ def kernel_time(arch: GpuArchConfig, kt: KernelTraffic) -> KernelTime:
     total = 0.0
     terms_sum: dict[str, float] = {}
     waves = wave_sizes(ctas, sm.count, res)
-    for w, reps in zip(*np.unique(np.asarray(waves), return_counts=True), strict=True):
-        w = int(w)
+    groups = [(waves[0], len(waves) - 1 if waves[-1] != waves[0] else len(waves))]
+    if waves[-1] != waves[0]:
+        groups.append((waves[-1], 1))
+    for w, reps in groups:
         frac = w / ctas
         active = min(sm.count, w)
         terms = {
@@ -136,9 +136,9 @@ def kernel_time(arch: GpuArchConfig, kt: KernelTraffic) -> KernelTime:
         if kt.host_bytes:
             wave_lat = max(wave_lat, link.zero_copy_latency_ns * 1e-9)
         t = max(terms.values()) + wave_lat
-        total += t * int(reps)
+        total += t * reps
         for k, v in terms.items():
-            terms_sum[k] = terms_sum.get(k, 0.0) + v * int(reps)
+            terms_sum[k] = terms_sum.get(k, 0.0) + v * reps
     bound = max(terms_sum, key=lambda k: terms_sum[k]) if terms_sum else "latency"
     if kt.chain_seconds > total:
         total, bound = kt.chain_seconds, "chain"

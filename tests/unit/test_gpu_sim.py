@@ -193,3 +193,30 @@ def test_streams_order_kernels_by_events() -> None:
     # 'copy_in' is not a memcpy_* name: a compute kernel doing zero-copy loads
     r = coaccel.simulate(H200, tr, mode="cycle")
     assert r.kernels[1].start_s >= r.kernels[0].end_s + H200.launch_overhead_us * 1e-6 - 1e-15
+
+
+def test_fast_analytical_step_equals_simulate() -> None:
+    from coaccel.sim.gpu_mem import kernel_traffic
+    from coaccel.sim.gpu_mem.analytical import scale_traffic, step_seconds
+
+    tr = mb.splitk_decode_traffic(32768, splits=64)
+    ks = kernel_traffic(tr, H200, fidelity="analytical")
+    r = coaccel.simulate(H200, tr, mode="analytical")
+    assert step_seconds(H200, ks) == pytest.approx(r.seconds, rel=1e-12)
+    # doubling the context at a fixed split count doubles the streaming kernel's traffic
+    direct = kernel_traffic(mb.splitk_decode_traffic(65536, splits=64), H200, fidelity="analytical")
+    scaled = [scale_traffic(ks[0], 2.0), ks[1]]
+    assert scaled[0].dram_read_bytes == pytest.approx(direct[0].dram_read_bytes, rel=1e-3)
+    assert step_seconds(H200, scaled) == pytest.approx(step_seconds(H200, direct), rel=0.01)
+
+
+def test_priced_components_cover_device_and_host_memory() -> None:
+    from coaccel.sim.gpu_mem import priced_components
+
+    gh = load_arch("gh200")
+    r = coaccel.simulate(gh, mb.host_copy(MiB), mode="analytical")
+    pc = priced_components(gh, r)
+    by = {o.name: o for o in pc.offchip}
+    assert by["dram"].write_bytes == MiB and by["host_dram"].read_bytes == MiB
+    assert by["dram"].energy_pj_per_byte == gh.dram.energy_pj_per_byte
+    assert priced_components(H200, None).offchip[0].read_bytes == 0
