@@ -112,3 +112,17 @@ def test_dram_runs_follow_channel_interleave() -> None:
     out = replay(g4, CacheState.empty(g4), [0], [256], [2048], [64], [0])
     # rows at chunk 8k go to channel 0, local chunks 2k: never adjacent -> one run per row
     assert out.channel_sectors[0, 0] == 64 * 8 and out.run_starts[0, 0] == 64
+
+
+def test_tensor_map_places_records() -> None:
+    from coaccel.sim.common.sectors import absolute_starts
+    from coaccel.trace import TraceBuilder
+
+    b = TraceBuilder(producer="test", workload={}, config_digest=None, seed=None)
+    b.allocate("A", space="HBM", nbytes=4096)
+    base_b = b.allocate("B", space="HBM", nbytes=4096, base_addr=1 << 20)
+    b.memory(space="HBM", rw="r", tensor="A", addr=64, nbytes=32)
+    b.memory(space="HBM", rw="r", tensor="B", addr=64, nbytes=32)
+    b.memory(space="SMEM", rw="w", tensor="B", addr=64, nbytes=32)  # on-chip copy: no base
+    b.memory(space="HBM", rw="r", tensor="C", addr=96, nbytes=32)  # not placed
+    assert absolute_starts(b.build()).tolist() == [64, base_b + 64, 64, 96]
