@@ -33,6 +33,30 @@ WORKLOAD_GENERATORS: dict[str, tuple[Callable[..., Trace], dict[str, Callable[[s
 """Spec name -> (trace generator, parameter parsers)."""
 
 
+def _register_decode_workloads() -> None:
+    """Register the decode references of :mod:`coaccel.models.gpu` that this install has.
+
+    ``flashdecode`` (W1) is :func:`coaccel.models.gpu.flash_decode_trace` of a
+    :class:`coaccel.models.gpu.DecodeShape`: keys ``context`` (``T``), ``batch`` (``B``),
+    ``q_heads``, ``kv_heads``, ``head_dim``, ``block_n``, ``splits`` and ``sms`` (the SM count
+    the reference picks the split count for when ``splits`` is not given; 132 as on H100/H200).
+    """
+    try:
+        from coaccel.models.gpu import DecodeShape, flash_decode_trace  # type: ignore[attr-defined]
+    except ImportError:  # an install without the decode references: microbenchmarks only
+        return
+
+    def flashdecode(
+        context: int, batch: int = 1, q_heads: int = 32, kv_heads: int = 8, head_dim: int = 128,
+        block_n: int = 128, splits: int | None = None, sms: int = 132,
+    ) -> Trace:  # fmt: skip
+        shape = DecodeShape(batch, context, q_heads, kv_heads, head_dim)
+        return flash_decode_trace(shape, block_n=block_n, num_splits=splits, n_sms=sms)
+
+    keys = ("context", "batch", "q_heads", "kv_heads", "head_dim", "block_n", "splits", "sms")
+    register_generator("flashdecode", flashdecode, dict.fromkeys(keys, int))
+
+
 def register_generator(
     name: str, generator: Callable[..., Trace], parsers: dict[str, Callable[[str], Any]]
 ) -> None:
@@ -121,3 +145,6 @@ def load_workload(workload: Any) -> GpuWorkload:
         except (OSError, TraceError) as e:
             raise ConfigError([Problem(text, "", None, f"cannot load trace: {e}")]) from None
     return _spec(text)
+
+
+_register_decode_workloads()
