@@ -41,16 +41,18 @@ def _register_decode_workloads() -> None:
     ``q_heads``, ``kv_heads``, ``head_dim``, ``block_n``, ``splits`` and ``sms`` (the SM count
     the reference picks the split count for when ``splits`` is not given; 132 as on H100/H200).
     """
-    try:
-        from coaccel.models.gpu import DecodeShape, flash_decode_trace  # type: ignore[attr-defined]
-    except ImportError:  # an install without the decode references: microbenchmarks only
-        return
+    import coaccel.models.gpu as gpu_models
+
+    decode_shape = getattr(gpu_models, "DecodeShape", None)
+    flash_decode_trace = getattr(gpu_models, "flash_decode_trace", None)
+    if decode_shape is None or flash_decode_trace is None:
+        return  # an install without the decode references: microbenchmarks only
 
     def flashdecode(
         context: int, batch: int = 1, q_heads: int = 32, kv_heads: int = 8, head_dim: int = 128,
         block_n: int = 128, splits: int | None = None, sms: int = 132,
     ) -> Trace:  # fmt: skip
-        shape = DecodeShape(batch, context, q_heads, kv_heads, head_dim)
+        shape = decode_shape(batch, context, q_heads, kv_heads, head_dim)
         return flash_decode_trace(shape, block_n=block_n, num_splits=splits, n_sms=sms)
 
     keys = ("context", "batch", "q_heads", "kv_heads", "head_dim", "block_n", "splits", "sms")
