@@ -22,6 +22,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from coaccel.trace import Trace
 
 from ..common.hostlink import copy_seconds
@@ -167,16 +169,34 @@ def _items(trace: Trace, kernels: list[KernelTraffic]) -> list[tuple[str, int, i
     """Issue-ordered tasks and events of a trace for :func:`task_prerequisites`."""
     ev = trace.events
     by_seq: list[tuple[int, tuple[str, int, int]]] = []
+    task_of = {kt.kernel: i for i, kt in enumerate(kernels)}
     for kt in kernels:
         by_seq.append((kt.seq, ("task", kt.stream, kt.kernel)))
+    records = set(ev["seq"][ev["kind"] == 2].tolist())
     kind_name = {2: "record", 3: "wait", 4: "sync"}
     for e in ev:
         k = int(e["kind"])
-        if k in kind_name:
-            ref = int(e["seq"]) if k == 2 else int(e["dep"])
-            by_seq.append((int(e["seq"]), (kind_name[k], int(e["stream"]), ref)))
+        if k not in kind_name:
+            continue
+        seq, stream, dep = int(e["seq"]), int(e["stream"]), int(e["dep"])
+        if k == 3 and dep not in records:
+            # a wait on an ordinary record: wait for the kernel that issues it
+            kid = _kernel_of_record(trace, dep)
+            if kid in task_of:
+                by_seq.append((seq, ("wait_task", stream, task_of[kid])))
+            continue
+        by_seq.append((seq, (kind_name[k], stream, seq if k == 2 else dep)))
     by_seq.sort(key=lambda x: x[0])
     return [it for _, it in by_seq]
+
+
+def _kernel_of_record(trace: Trace, seq: int) -> int:
+    """Kernel id of the memory or compute record with this seq (-1 if none)."""
+    for arr in (trace.memory, trace.compute):
+        i = int(np.searchsorted(arr["seq"], seq))
+        if i < arr.size and int(arr["seq"][i]) == seq:
+            return int(arr["kernel"][i])
+    return -1
 
 
 def program_time(

@@ -275,8 +275,14 @@ def kernel_traffic(
     comp = trace.compute
     extra = sorted(set(extra) | (set(np.unique(comp["kernel"]).tolist()) - set(kids)))
     n_k = len(kids) + len(extra)
-    pos = {k: i for i, k in enumerate(kids + extra)}
-    kidx = np.array([pos[int(k)] for k in mem_k], dtype=np.int64) if mem.size else mem_k
+    order_ids = np.asarray(kids + extra, dtype=np.int64)
+    sort = np.argsort(order_ids, kind="stable")
+
+    def to_index(ids: npt.NDArray[np.integer]) -> npt.NDArray[np.int64]:
+        # kernel id -> position in issue order (every id is present: begins + extra)
+        return sort[np.searchsorted(order_ids[sort], ids.astype(np.int64))].astype(np.int64)
+
+    kidx = to_index(mem_k) if mem.size else mem_k
     kname = [names[int(b["name"])] for b in begins] + ["kernel"] * len(extra)
     kinds: list[KernelKind] = []
     for nm in kname:
@@ -390,7 +396,7 @@ def kernel_traffic(
     flop = 2.0 * comp["macs"].astype(np.float64)
     flop = np.where(comp["k"] == 0, comp["m"] * np.maximum(comp["n"], 1), flop)
     is_tc = np.isin(comp["op"], tensor_codes)
-    ckidx = np.array([pos[int(k)] for k in comp["kernel"]], dtype=np.int64)
+    ckidx = to_index(comp["kernel"]) if comp.size else np.zeros(0, dtype=np.int64)
     k_tc = (
         np.bincount(ckidx, weights=np.where(is_tc, flop, 0), minlength=n_k)
         if comp.size

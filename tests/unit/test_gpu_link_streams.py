@@ -93,6 +93,9 @@ def test_prerequisites_from_events() -> None:
         ("task", 2, 0),  # 4: waits for every stream's last task
     ]
     assert task_prerequisites(items) == [(), (), (0, 1), (0,), (2, 3)]
+    # a wait on the kernel that issues an ordinary record
+    items = [("task", 0, 0), ("task", 1, 0), ("wait_task", 1, 0), ("task", 1, 0)]
+    assert task_prerequisites(items) == [(), (), (0, 1)]
     with pytest.raises(ValueError, match="unknown item kind"):
         task_prerequisites([("bogus", 0, 0)])
 

@@ -240,3 +240,16 @@ def test_partial_waves() -> None:
     lat = H200.dram.latency_ns * 1e-9
     tail = MiB / (H200.sm.max_inflight_per_sm_kib * 1024 / lat) + lat
     assert _kernel_s(r, 0) - _kernel_s(full, 0) == pytest.approx(tail, rel=1e-6)
+
+
+def test_wait_on_an_ordinary_record_waits_for_its_kernel() -> None:
+    b = TraceBuilder(producer="test", workload={}, config_digest=None, seed=None)
+    b.allocate("x", space="HBM", nbytes=64 * MiB)
+    with b.kernel("memcpy_h2d", stream=1) as k:
+        b.memory(kernel=k, space="HOST", rw="r", tensor="x", nbytes=8 * MiB, stream=1)
+        last = b.memory(kernel=k, space="HBM", rw="w", tensor="x", nbytes=8 * MiB, stream=1)
+    b.event("wait", stream=0, dep=last)
+    with b.kernel("use", stream=0, ctas=264, threads_per_cta=256) as k:
+        b.memory(kernel=k, space="HBM", rw="r", tensor="x", nbytes=8 * MiB)
+    r = coaccel.simulate(H200, b.build(), mode="cycle")
+    assert r.kernels[1].start_s >= r.kernels[0].end_s
