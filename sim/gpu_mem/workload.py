@@ -112,7 +112,9 @@ def _spec(text: str) -> GpuWorkload:
         try:
             kwargs[k] = parsers[k](v.strip())
         except ValueError:
-            problems.append(Problem(where, f"workload.{k}", v, f"not a valid value for {k}"))
+            problems.append(
+                Problem(where, f"workload.{k}", v, f"{v.strip()!r} is not a valid value for {k}")
+            )
     if problems:
         raise ConfigError(problems)
     try:
