@@ -190,6 +190,35 @@ def _dram_touch(
             open_rows[ch] = row
 
 
+@numba.njit(cache=True, inline="always")
+def _dram_line(
+    line, mask, spl, sector_bytes, line_bytes, grp, n_ch, il, row_bytes, open_rows, last_local,
+    ch_sec, row_miss, runs,
+):  # fmt: skip  # pragma: no cover
+    # the sectors of ``mask`` in one line, in increasing order, as _dram_touch would count them
+    # one by one; valid when a line lies inside one interleave chunk and one DRAM row
+    addr0 = line * line_bytes
+    ch = (addr0 // il) % n_ch
+    local0 = (addr0 // (il * n_ch)) * il + addr0 % il
+    ls0 = local0 // sector_bytes
+    prev = last_local[ch]
+    cnt = 0
+    for k in range(spl):
+        if mask & (np.uint32(1) << np.uint32(k)):
+            if ls0 + k != prev + 1:
+                runs[grp, ch] += 1
+            prev = ls0 + k
+            cnt += 1
+    last_local[ch] = prev
+    ch_sec[grp, ch] += cnt
+    if row_bytes > 0 and cnt > 0:
+        row = local0 // row_bytes
+        if open_rows[ch] != row:
+            row_miss[grp, ch] += 1
+            open_rows[ch] = row
+    return cnt
+
+
 @numba.njit(cache=True)
 def _replay(
     starts, nbytes, strides, counts, rw, requester, group,
@@ -199,6 +228,7 @@ def _replay(
     req_o, hit_o, near_o, miss_o, wb_o, ch_sec, row_miss, runs,
 ):  # fmt: skip  # pragma: no cover - compiled; equal to ReferenceCache (tests)
     spl = line_bytes // sector_bytes
+    by_line = il % line_bytes == 0 and (row_bytes == 0 or row_bytes % line_bytes == 0)
     t = clock[0]
     for r in range(starts.shape[0]):
         n = nbytes[r]
@@ -218,11 +248,16 @@ def _replay(
             last = (s0 + n - 1) // sector_bytes
             if first <= prev_last:
                 first = prev_last + 1
-            for sec in range(first, last + 1):
-                req_o[r] += 1
+            # line by line: the row's sectors of one line share a lookup and an LRU update
+            sec = first
+            while sec <= last:
                 line = sec // spl
-                bit = np.uint32(1) << np.uint32(sec % spl)
-                t += 1
+                lo = sec - line * spl
+                hi = min(last - line * spl, spl - 1)
+                nsec = hi - lo + 1
+                mask = ((np.uint32(1) << np.uint32(nsec)) - np.uint32(1)) << np.uint32(lo)
+                req_o[r] += nsec
+                t += nsec
                 if line != cur_line:
                     h = line ^ (line >> 7) ^ (line >> 17) if xor else line
                     st = h % sets
@@ -241,12 +276,17 @@ def _replay(
                         old = tags[st, victim]
                         d = dirty[st, victim]
                         if old >= 0 and d != 0:
-                            for k in range(spl):
-                                if d & (np.uint32(1) << np.uint32(k)):
-                                    wb_o[r] += 1
-                                    _dram_touch((old * spl + k) * sector_bytes, sector_bytes,
-                                                grp, n_ch, il, row_bytes, open_rows,
-                                                last_local, ch_sec, row_miss, runs)  # fmt: skip
+                            if by_line:
+                                wb_o[r] += _dram_line(old, d, spl, sector_bytes, line_bytes, grp,
+                                                      n_ch, il, row_bytes, open_rows, last_local,
+                                                      ch_sec, row_miss, runs)  # fmt: skip
+                            else:
+                                for k in range(spl):
+                                    if d & (np.uint32(1) << np.uint32(k)):
+                                        wb_o[r] += 1
+                                        _dram_touch((old * spl + k) * sector_bytes, sector_bytes,
+                                                    grp, n_ch, il, row_bytes, open_rows,
+                                                    last_local, ch_sec, row_miss, runs)  # fmt: skip
                         tags[st, victim] = line
                         valid[st, victim] = 0
                         dirty[st, victim] = 0
@@ -255,20 +295,36 @@ def _replay(
                     cur_set = st
                     cur_way = way
                 stamps[cur_set, cur_way] = t
-                if valid[cur_set, cur_way] & bit:
-                    hit_o[r] += 1
+                v = valid[cur_set, cur_way]
+                hit_mask = v & mask
+                nh = 0
+                if hit_mask:
+                    x = hit_mask
+                    while x:
+                        x &= x - np.uint32(1)
+                        nh += 1
+                    hit_o[r] += nh
                     part = (line ^ (line >> 3) ^ (line >> 9)) % partitions
                     if part == my_part:
-                        near_o[r] += 1
-                else:
-                    miss_o[r] += 1
-                    valid[cur_set, cur_way] |= bit
+                        near_o[r] += nh
+                miss_mask = mask & ~v
+                if miss_mask:
+                    valid[cur_set, cur_way] = v | miss_mask
+                    miss_o[r] += nsec - nh
                     if not is_w:
-                        _dram_touch(sec * sector_bytes, sector_bytes, grp, n_ch, il,
-                                    row_bytes, open_rows, last_local, ch_sec, row_miss,
-                                    runs)  # fmt: skip
+                        if by_line:
+                            _dram_line(line, miss_mask, spl, sector_bytes, line_bytes, grp, n_ch,
+                                       il, row_bytes, open_rows, last_local, ch_sec, row_miss,
+                                       runs)  # fmt: skip
+                        else:
+                            for k in range(lo, hi + 1):
+                                if miss_mask & (np.uint32(1) << np.uint32(k)):
+                                    _dram_touch((line * spl + k) * sector_bytes, sector_bytes,
+                                                grp, n_ch, il, row_bytes, open_rows, last_local,
+                                                ch_sec, row_miss, runs)  # fmt: skip
                 if is_w:
-                    dirty[cur_set, cur_way] |= bit
+                    dirty[cur_set, cur_way] |= mask
+                sec = line * spl + hi + 1
             prev_last = last
     clock[0] = t
 
