@@ -320,8 +320,8 @@ def splitk_decode_traffic(
     smem = 2 * block_n * row + 16 * row  # two K/V tile stages + the padded query group
     kid = b.begin_kernel("flash_decode_splitk", ctas=ctas, threads_per_cta=128,
                          smem_bytes_per_cta=smem, regs_per_thread=128)  # fmt: skip
-    s, bb, h = np.meshgrid(np.arange(splits), np.arange(batch), np.arange(kv_heads), indexing="ij")
-    s, bb, h = s.ravel(), bb.ravel(), h.ravel()
+    grid = np.meshgrid(np.arange(splits), np.arange(batch), np.arange(kv_heads), indexing="ij")
+    s, bb, h = (g.ravel() for g in grid)
     cta = (s * batch + bb) * kv_heads + h
     # per CTA: q read, then per tile K then V, then the partial writes (seq order = issue)
     q_addr = (bb * q_heads + h * G) * row
@@ -361,8 +361,8 @@ def splitk_decode_traffic(
                   addr=pm, nbytes=8, stride=splits * 8, count=G)  # fmt: skip
     b.end_kernel(kid, name="flash_decode_splitk")
     rk = b.begin_kernel("flash_decode_reduce", ctas=batch * q_heads, threads_per_cta=128)
-    rb, rh = np.meshgrid(np.arange(batch), np.arange(q_heads), indexing="ij")
-    rb, rh = rb.ravel(), rh.ravel()
+    rgrid = np.meshgrid(np.arange(batch), np.arange(q_heads), indexing="ij")
+    rb, rh = (g.ravel() for g in rgrid)
     rc = rb * q_heads + rh
     b.memory_many(kernel=rk, cta=rc, space="HBM", rw="r", tensor="ml", phase="merge",
                   addr=(rb * q_heads + rh) * splits * 8, nbytes=splits * 8)  # fmt: skip
@@ -386,13 +386,22 @@ GENERATORS: dict[str, tuple[Callable[..., Trace], dict[str, Callable[[str], Any]
     ),
     "chase": (
         pointer_chase,
-        {"working_set_bytes": _int, "steps": _int, "line_bytes": _int, "seed": _int,
-         "warm": lambda v: v.lower() in ("1", "true", "yes")},
+        {
+            "working_set_bytes": _int,
+            "steps": _int,
+            "line_bytes": _int,
+            "seed": _int,
+            "warm": lambda v: v.lower() in ("1", "true", "yes"),
+        },
     ),  # fmt: skip
-    "h2d": (lambda nbytes, pinned=True: host_copy(nbytes, direction="h2d", pinned=pinned),
-            {"nbytes": _int, "pinned": lambda v: v.lower() in ("1", "true", "yes")}),  # fmt: skip
-    "d2h": (lambda nbytes, pinned=True: host_copy(nbytes, direction="d2h", pinned=pinned),
-            {"nbytes": _int, "pinned": lambda v: v.lower() in ("1", "true", "yes")}),  # fmt: skip
+    "h2d": (
+        lambda nbytes, pinned=True: host_copy(nbytes, direction="h2d", pinned=pinned),
+        {"nbytes": _int, "pinned": lambda v: v.lower() in ("1", "true", "yes")},
+    ),  # fmt: skip
+    "d2h": (
+        lambda nbytes, pinned=True: host_copy(nbytes, direction="d2h", pinned=pinned),
+        {"nbytes": _int, "pinned": lambda v: v.lower() in ("1", "true", "yes")},
+    ),  # fmt: skip
     "bidir": (bidirectional_copy, {"nbytes": _int}),
     "zerocopy": (
         zero_copy_read,

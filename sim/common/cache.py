@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numba
 import numpy as np
@@ -116,6 +116,8 @@ class CacheState:
         dirty: uint32 (sets, ways): dirty-sector bit mask.
         clock: int64 (1,): use counter.
         open_rows: int64 (channels,): open DRAM row per channel, -1 for none.
+        last_local: int64 (channels,): channel-local sector index of each channel's last
+            DRAM transfer (-2 for none).
     """
 
     tags: npt.NDArray[np.int64]
@@ -124,6 +126,7 @@ class CacheState:
     dirty: npt.NDArray[np.uint32]
     clock: npt.NDArray[np.int64]
     open_rows: npt.NDArray[np.int64]
+    last_local: npt.NDArray[np.int64]
 
     @classmethod
     def empty(cls, g: CacheGeometry) -> CacheState:
@@ -135,6 +138,7 @@ class CacheState:
             dirty=np.zeros((g.sets, g.ways), dtype=np.uint32),
             clock=np.zeros(1, dtype=np.int64),
             open_rows=np.full(g.dram_channels, -1, dtype=np.int64),
+            last_local=np.full(g.dram_channels, -2, dtype=np.int64),
         )
 
 
@@ -152,6 +156,10 @@ class ReplayCounts:
             channel, for the group (e.g. kernel) of the record that caused them.
         row_misses: int64 (groups, channels): DRAM sector transfers that opened another row
             (all zero when the row model is off).
+        run_starts: int64 (groups, channels): DRAM sector transfers that did not continue
+            their channel's previous transfer (channel-local address + 1 sector): the number
+            of contiguous runs each channel served, so ``channel_sectors / run_starts`` is the
+            mean run length the DRAM efficiency curve is read at.
     """
 
     requests: npt.NDArray[np.int64]
@@ -161,29 +169,66 @@ class ReplayCounts:
     writebacks: npt.NDArray[np.int64]
     channel_sectors: npt.NDArray[np.int64]
     row_misses: npt.NDArray[np.int64]
+    run_starts: npt.NDArray[np.int64]
 
 
 @numba.njit(cache=True, inline="always")
-def _dram_touch(addr, grp, n_ch, il, row_bytes, open_rows, ch_sec, row_miss):  # pragma: no cover
+def _dram_touch(
+    addr, sector_bytes, grp, n_ch, il, row_bytes, open_rows, last_local, ch_sec, row_miss, runs
+):  # pragma: no cover
     ch = (addr // il) % n_ch
     ch_sec[grp, ch] += 1
+    local = (addr // (il * n_ch)) * il + addr % il
+    ls = local // sector_bytes
+    if ls != last_local[ch] + 1:
+        runs[grp, ch] += 1
+    last_local[ch] = ls
     if row_bytes > 0:
-        local = (addr // (il * n_ch)) * il + addr % il
         row = local // row_bytes
         if open_rows[ch] != row:
             row_miss[grp, ch] += 1
             open_rows[ch] = row
 
 
+@numba.njit(cache=True, inline="always")
+def _dram_line(
+    line, mask, spl, sector_bytes, line_bytes, grp, n_ch, il, row_bytes, open_rows, last_local,
+    ch_sec, row_miss, runs,
+):  # fmt: skip  # pragma: no cover
+    # the sectors of ``mask`` in one line, in increasing order, as _dram_touch would count them
+    # one by one; valid when a line lies inside one interleave chunk and one DRAM row
+    addr0 = line * line_bytes
+    ch = (addr0 // il) % n_ch
+    local0 = (addr0 // (il * n_ch)) * il + addr0 % il
+    ls0 = local0 // sector_bytes
+    prev = last_local[ch]
+    cnt = 0
+    for k in range(spl):
+        if mask & (np.uint32(1) << np.uint32(k)):
+            if ls0 + k != prev + 1:
+                runs[grp, ch] += 1
+            prev = ls0 + k
+            cnt += 1
+    last_local[ch] = prev
+    ch_sec[grp, ch] += cnt
+    if row_bytes > 0 and cnt > 0:
+        row = local0 // row_bytes
+        if open_rows[ch] != row:
+            row_miss[grp, ch] += 1
+            open_rows[ch] = row
+    return cnt
+
+
 @numba.njit(cache=True)
 def _replay(
     starts, nbytes, strides, counts, rw, requester, group,
-    tags, stamps, valid, dirty, clock, open_rows,
+    tags, stamps, valid, dirty, clock, open_rows, last_local,
     sets, ways, line_bytes, sector_bytes, partitions, xor,
     n_ch, il, row_bytes,
-    req_o, hit_o, near_o, miss_o, wb_o, ch_sec, row_miss,
+    req_o, hit_o, near_o, miss_o, wb_o, ch_sec, row_miss, runs,
 ):  # fmt: skip  # pragma: no cover - compiled; equal to ReferenceCache (tests)
     spl = line_bytes // sector_bytes
+    by_line = il % line_bytes == 0 and (row_bytes == 0 or row_bytes % line_bytes == 0)
     t = clock[0]
     for r in range(starts.shape[0]):
         n = nbytes[r]
@@ -203,11 +248,16 @@ def _replay(
             last = (s0 + n - 1) // sector_bytes
             if first <= prev_last:
                 first = prev_last + 1
-            for sec in range(first, last + 1):
-                req_o[r] += 1
+            # line by line: the row's sectors of one line share a lookup and an LRU update
+            sec = first
+            while sec <= last:
                 line = sec // spl
-                bit = np.uint32(1) << np.uint32(sec % spl)
-                t += 1
+                lo = sec - line * spl
+                hi = min(last - line * spl, spl - 1)
+                nsec = hi - lo + 1
+                mask = ((np.uint32(1) << np.uint32(nsec)) - np.uint32(1)) << np.uint32(lo)
+                req_o[r] += nsec
+                t += nsec
                 if line != cur_line:
                     h = line ^ (line >> 7) ^ (line >> 17) if xor else line
                     st = h % sets
@@ -226,11 +276,17 @@ def _replay(
                         old = tags[st, victim]
                         d = dirty[st, victim]
                         if old >= 0 and d != 0:
-                            for k in range(spl):
-                                if d & (np.uint32(1) << np.uint32(k)):
-                                    wb_o[r] += 1
-                                    _dram_touch((old * spl + k) * sector_bytes, grp, n_ch, il,
-                                                row_bytes, open_rows, ch_sec, row_miss)  # fmt: skip
+                            if by_line:
+                                wb_o[r] += _dram_line(old, d, spl, sector_bytes, line_bytes, grp,
+                                                      n_ch, il, row_bytes, open_rows, last_local,
+                                                      ch_sec, row_miss, runs)  # fmt: skip
+                            else:
+                                for k in range(spl):
+                                    if d & (np.uint32(1) << np.uint32(k)):
+                                        wb_o[r] += 1
+                                        _dram_touch((old * spl + k) * sector_bytes, sector_bytes,
+                                                    grp, n_ch, il, row_bytes, open_rows,
+                                                    last_local, ch_sec, row_miss, runs)  # fmt: skip
                         tags[st, victim] = line
                         valid[st, victim] = 0
                         dirty[st, victim] = 0
@@ -239,19 +295,36 @@ def _replay(
                     cur_set = st
                     cur_way = way
                 stamps[cur_set, cur_way] = t
-                if valid[cur_set, cur_way] & bit:
-                    hit_o[r] += 1
+                v = valid[cur_set, cur_way]
+                hit_mask = v & mask
+                nh = 0
+                if hit_mask:
+                    x = hit_mask
+                    while x:
+                        x &= x - np.uint32(1)
+                        nh += 1
+                    hit_o[r] += nh
                     part = (line ^ (line >> 3) ^ (line >> 9)) % partitions
                     if part == my_part:
-                        near_o[r] += 1
-                else:
-                    miss_o[r] += 1
-                    valid[cur_set, cur_way] |= bit
+                        near_o[r] += nh
+                miss_mask = mask & ~v
+                if miss_mask:
+                    valid[cur_set, cur_way] = v | miss_mask
+                    miss_o[r] += nsec - nh
                     if not is_w:
-                        _dram_touch(sec * sector_bytes, grp, n_ch, il, row_bytes, open_rows,
-                                    ch_sec, row_miss)  # fmt: skip
+                        if by_line:
+                            _dram_line(line, miss_mask, spl, sector_bytes, line_bytes, grp, n_ch,
+                                       il, row_bytes, open_rows, last_local, ch_sec, row_miss,
+                                       runs)  # fmt: skip
+                        else:
+                            for k in range(lo, hi + 1):
+                                if miss_mask & (np.uint32(1) << np.uint32(k)):
+                                    _dram_touch((line * spl + k) * sector_bytes, sector_bytes,
+                                                grp, n_ch, il, row_bytes, open_rows, last_local,
+                                                ch_sec, row_miss, runs)  # fmt: skip
                 if is_w:
-                    dirty[cur_set, cur_way] |= bit
+                    dirty[cur_set, cur_way] |= mask
+                sec = line * spl + hi + 1
             prev_last = last
     clock[0] = t
 
@@ -303,14 +376,20 @@ def replay(
     z = [np.zeros(n, dtype=np.int64) for _ in range(5)]
     ch = np.zeros((n_groups, g.dram_channels), dtype=np.int64)
     rm = np.zeros((n_groups, g.dram_channels), dtype=np.int64)
-    _replay(
+    runs = np.zeros((n_groups, g.dram_channels), dtype=np.int64)
+    run: Any = _replay  # numba dispatcher (its signature is not visible to type checkers)
+    run(
         s, nb, st, c, rwa, req, grp,
         state.tags, state.stamps, state.valid, state.dirty, state.clock, state.open_rows,
+        state.last_local,
         g.sets, g.ways, g.line_bytes, g.sector_bytes, g.partitions, g.set_hash == "xor",
         g.dram_channels, g.dram_interleave_bytes, g.dram_row_bytes,
-        *z, ch, rm,
+        *z, ch, rm, runs,
     )  # fmt: skip
-    return ReplayCounts(*z, channel_sectors=ch, row_misses=rm)
+    return ReplayCounts(
+        requests=z[0], hits=z[1], near_hits=z[2], misses=z[3], writebacks=z[4],
+        channel_sectors=ch, row_misses=rm, run_starts=runs,
+    )  # fmt: skip
 
 
 class ReferenceCache:
@@ -325,16 +404,21 @@ class ReferenceCache:
         self.g = g
         self.sets: list[OrderedDict[int, list[int]]] = [OrderedDict() for _ in range(g.sets)]
         self.open_rows = [-1] * g.dram_channels
+        self.last_local = [-2] * g.dram_channels
         self.channel_sectors = [[0] * g.dram_channels for _ in range(n_groups)]
         self.row_misses = [[0] * g.dram_channels for _ in range(n_groups)]
+        self.run_starts = [[0] * g.dram_channels for _ in range(n_groups)]
 
     def _dram(self, addr: int, grp: int) -> None:
         g = self.g
         ch = (addr // g.dram_interleave_bytes) % g.dram_channels
         self.channel_sectors[grp][ch] += 1
+        il = g.dram_interleave_bytes
+        local = (addr // (il * g.dram_channels)) * il + addr % il
+        if local // g.sector_bytes != self.last_local[ch] + 1:
+            self.run_starts[grp][ch] += 1
+        self.last_local[ch] = local // g.sector_bytes
         if g.dram_row_bytes:
-            il = g.dram_interleave_bytes
-            local = (addr // (il * g.dram_channels)) * il + addr % il
             row = local // g.dram_row_bytes
             if self.open_rows[ch] != row:
                 self.row_misses[grp][ch] += 1

@@ -70,7 +70,8 @@ def task_prerequisites(
     Args:
         items: in issue (seq) order, ``(kind, stream, ref)`` with kind ``"task"`` (``ref``:
             unused), ``"record"`` (``ref``: the event's own seq), ``"wait"`` (``ref``: the seq
-            of the awaited record, or of any earlier record) or ``"sync"``.
+            of the awaited record), ``"wait_task"`` (``ref``: the index of an earlier task to
+            wait for, e.g. the kernel holding a record a ``wait`` names) or ``"sync"``.
 
     Returns:
         For each task in order, the indices of the tasks it waits for: the previous task of
@@ -95,10 +96,15 @@ def task_prerequisites(
         elif kind == "wait":
             if ref in recorded:
                 pending.setdefault(stream, set()).add(recorded[ref])
+        elif kind == "wait_task":
+            if 0 <= ref < len(out):
+                pending.setdefault(stream, set()).add(ref)
         elif kind == "sync":
             sync_all = set(last.values())
         else:
-            raise ValueError(f"unknown item kind {kind!r}; valid: task, record, wait, sync")
+            raise ValueError(
+                f"unknown item kind {kind!r}; valid: task, record, wait, wait_task, sync"
+            )
     return out
 
 
@@ -129,7 +135,9 @@ def schedule(
     n = len(tasks)
     for i, t in enumerate(tasks):
         if t.engine not in engines:
-            raise ValueError(f"task {t.name!r} needs engine {t.engine!r}; engines: {sorted(engines)}")
+            raise ValueError(
+                f"task {t.name!r} needs engine {t.engine!r}; engines: {sorted(engines)}"
+            )
         if any(j >= i or j < 0 for j in t.after):
             raise ValueError(f"task {i} ({t.name!r}) has a prerequisite that is not earlier")
     start = [0.0] * n

@@ -11,9 +11,10 @@ per-kernel model (waves, Little's law, roofline compute) and the stream schedule
 
 from coaccel.sim.common import SimTarget
 
-from . import config, occupancy, result, timing, traffic, workload
+from . import analytical, config, occupancy, priced, result, timing, traffic, workload
 from ._simulate import simulate
 from .config import ARCH_NAMES, KIND, GpuArchConfig, L2Config, SmConfig, arch_path, load_arch
+from .priced import priced_components
 from .result import GpuSimResult, KernelResult, L2Stats, LinkStats
 from .traffic import KernelTraffic, kernel_traffic
 from .workload import WORKLOAD_GENERATORS, GpuWorkload, load_workload, register_generator
@@ -37,6 +38,7 @@ __all__ = [
     "KIND",
     "TARGET",
     "WORKLOAD_GENERATORS",
+    "analytical",
     "GpuArchConfig",
     "GpuSimResult",
     "GpuWorkload",
@@ -52,6 +54,8 @@ __all__ = [
     "load_arch",
     "load_workload",
     "occupancy",
+    "priced",
+    "priced_components",
     "register_generator",
     "result",
     "simulate",

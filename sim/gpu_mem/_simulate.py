@@ -29,10 +29,20 @@ def simulate_kernels(
     f = arch.sm.freq_mhz
     res = [
         KernelResult(
-            name=kt.name, stream=kt.stream, start_s=s0, end_s=s1, standalone_s=t.seconds,
-            bound=t.bound, ctas=kt.ctas, waves=t.waves, resident_ctas_per_sm=t.resident_ctas_per_sm,
-            sector_requests=kt.sector_requests, l2_hits=kt.l2_hits, l2_misses=kt.l2_misses,
-            dram_bytes=kt.dram_read_bytes + kt.dram_write_bytes, host_bytes=kt.host_bytes,
+            name=kt.name,
+            stream=kt.stream,
+            start_s=s0,
+            end_s=s1,
+            standalone_s=t.seconds,
+            bound=t.bound,
+            ctas=kt.ctas,
+            waves=t.waves,
+            resident_ctas_per_sm=t.resident_ctas_per_sm,
+            sector_requests=kt.sector_requests,
+            l2_hits=kt.l2_hits,
+            l2_misses=kt.l2_misses,
+            dram_bytes=kt.dram_read_bytes + kt.dram_write_bytes,
+            host_bytes=kt.host_bytes,
         )  # fmt: skip
         for kt, t, s0, s1 in zip(kernels, times, sched.start, sched.end, strict=True)
     ]
@@ -44,12 +54,12 @@ def simulate_kernels(
     rd = sum(kt.dram_read_bytes for kt in kernels)
     wr = sum(kt.dram_write_bytes for kt in kernels)
     cyc = lambda s: round(s * f * 1e6)  # noqa: E731
-    busy = {
-        "sm": sum(r.end_s - r.start_s for r, kt in zip(res, kernels, strict=True) if kt.kind == "compute"),
-        "h2d": sum(r.end_s - r.start_s for r, kt in zip(res, kernels, strict=True) if kt.kind == "h2d"),
-        "d2h": sum(r.end_s - r.start_s for r, kt in zip(res, kernels, strict=True) if kt.kind == "d2h"),
-    }  # fmt: skip
-    resources = {k: {"busy": cyc(v), "idle": max(0, cyc(seconds) - cyc(v))} for k, v in busy.items()}
+    busy = {"sm": 0.0, "h2d": 0.0, "d2h": 0.0}
+    for r, kt in zip(res, kernels, strict=True):
+        busy["sm" if kt.kind == "compute" else kt.kind] += r.end_s - r.start_s
+    resources = {
+        k: {"busy": cyc(v), "idle": max(0, cyc(seconds) - cyc(v))} for k, v in busy.items()
+    }
     notes = (
         f"{mode} mode: " + (
             "every device sector replayed through the sectored L2 (numba)"

@@ -108,8 +108,10 @@ def kernel_time(arch: GpuArchConfig, kt: KernelTraffic) -> KernelTime:
     total = 0.0
     terms_sum: dict[str, float] = {}
     waves = wave_sizes(ctas, sm.count, res)
-    for w, reps in zip(*np.unique(np.asarray(waves), return_counts=True), strict=True):
-        w = int(w)
+    groups = [(waves[0], len(waves) - 1 if waves[-1] != waves[0] else len(waves))]
+    if waves[-1] != waves[0]:
+        groups.append((waves[-1], 1))
+    for w, reps in groups:
         frac = w / ctas
         active = min(sm.count, w)
         terms = {
@@ -127,16 +129,18 @@ def kernel_time(arch: GpuArchConfig, kt: KernelTraffic) -> KernelTime:
             zl = link.zero_copy_latency_ns * 1e-9
             zbw = zc_bw_link
             if zl > 0:
-                per_sm = min(math.ceil(w / active) * inflight_cta, sm.max_inflight_per_sm_kib * 1024)
+                per_sm = min(
+                    math.ceil(w / active) * inflight_cta, sm.max_inflight_per_sm_kib * 1024
+                )
                 zbw = min(zbw, active * per_sm / zl)
             terms["host_link"] = frac * kt.host_bytes / zbw
         wave_lat = lat if dev_bytes else 0.0
         if kt.host_bytes:
             wave_lat = max(wave_lat, link.zero_copy_latency_ns * 1e-9)
         t = max(terms.values()) + wave_lat
-        total += t * int(reps)
+        total += t * reps
         for k, v in terms.items():
-            terms_sum[k] = terms_sum.get(k, 0.0) + v * int(reps)
+            terms_sum[k] = terms_sum.get(k, 0.0) + v * reps
     bound = max(terms_sum, key=lambda k: terms_sum[k]) if terms_sum else "latency"
     if kt.chain_seconds > total:
         total, bound = kt.chain_seconds, "chain"
@@ -154,7 +158,10 @@ def copy_time(arch: GpuArchConfig, kt: KernelTraffic) -> KernelTime:
     n = kt.host_bytes
     s = float(copy_seconds(arch.host_link, n, kt.kind, pinned=kt.pinned))
     if arch.host_dram is not None and n:
-        s = max(s, arch.host_link.copy_fixed_us * 1e-6 + n / (arch.host_dram.sustained_bw_gb_per_s * 1e9))
+        s = max(
+            s,
+            arch.host_link.copy_fixed_us * 1e-6 + n / (arch.host_dram.sustained_bw_gb_per_s * 1e9),
+        )
     return KernelTime(s, 0, 0, "copy", 0.0)
 
 
@@ -162,16 +169,34 @@ def _items(trace: Trace, kernels: list[KernelTraffic]) -> list[tuple[str, int, i
     """Issue-ordered tasks and events of a trace for :func:`task_prerequisites`."""
     ev = trace.events
     by_seq: list[tuple[int, tuple[str, int, int]]] = []
+    task_of = {kt.kernel: i for i, kt in enumerate(kernels)}
     for kt in kernels:
         by_seq.append((kt.seq, ("task", kt.stream, kt.kernel)))
+    records = set(ev["seq"][ev["kind"] == 2].tolist())
     kind_name = {2: "record", 3: "wait", 4: "sync"}
     for e in ev:
         k = int(e["kind"])
-        if k in kind_name:
-            ref = int(e["seq"]) if k == 2 else int(e["dep"])
-            by_seq.append((int(e["seq"]), (kind_name[k], int(e["stream"]), ref)))
+        if k not in kind_name:
+            continue
+        seq, stream, dep = int(e["seq"]), int(e["stream"]), int(e["dep"])
+        if k == 3 and dep not in records:
+            # a wait on an ordinary record: wait for the kernel that issues it
+            kid = _kernel_of_record(trace, dep)
+            if kid in task_of:
+                by_seq.append((seq, ("wait_task", stream, task_of[kid])))
+            continue
+        by_seq.append((seq, (kind_name[k], stream, seq if k == 2 else dep)))
     by_seq.sort(key=lambda x: x[0])
     return [it for _, it in by_seq]
+
+
+def _kernel_of_record(trace: Trace, seq: int) -> int:
+    """Kernel id of the memory or compute record with this seq (-1 if none)."""
+    for arr in (trace.memory, trace.compute):
+        i = int(np.searchsorted(arr["seq"], seq))
+        if i < arr.size and int(arr["seq"][i]) == seq:
+            return int(arr["kernel"][i])
+    return -1
 
 
 def program_time(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numba
 import numpy as np
@@ -164,19 +164,86 @@ def _analytical_hits(
         rows = idx[tcode == code]
         r = req[rows]
         name = names[code]
+        # footprint: the sectors of its distinct records (a re-read record adds nothing),
+        # at most the tensor's allocation
+        keys = np.stack(
+            [mem[f][rows].astype(np.int64) for f in ("addr", "nbytes", "stride", "count")]
+        )
+        _, first = np.unique(keys, axis=1, return_index=True)
+        foot = int(r[first].sum())
         if name in tensors:
-            foot = -(-int(tensors[name]["nbytes"]) // sb)
-        else:
-            # unplaced: its footprint is the distinct sectors it touches, at most its requests
-            foot = int(r.sum())
-            span = mem["addr"][rows].max() + (mem["count"][rows] * mem["stride"][rows]).max()
-            foot = min(foot, -(-int(span) // sb) + 1)
+            foot = min(foot, -(-int(tensors[name]["nbytes"]) // sb))
         if foot * sb > cap:
             continue
         before = np.cumsum(r) - r
         new = np.clip(foot - before, 0, r)
         hits[rows] = r - new
     return hits
+
+
+DENSE_FRACTION = 0.9
+"""A (kernel, tensor) group whose records' sectors cover at least this share of their address
+span is streamed as one contiguous run (analytical mode)."""
+
+
+def _stream_runs(
+    mem: np.ndarray,
+    dev: npt.NDArray[np.bool_],
+    kidx: npt.NDArray[np.int64],
+    sector_bytes_rec: npt.NDArray[np.int64],
+    runs: npt.NDArray[np.int64],
+    starts: npt.NDArray[np.int64],
+) -> npt.NDArray[np.int64]:
+    """Run length per record for the DRAM efficiency curve (analytical mode)."""
+    out = runs.copy()
+    idx = np.flatnonzero(dev & (sector_bytes_rec > 0))
+    if not idx.size:
+        return out
+    key = kidx[idx] * (int(mem["tensor"].max()) + 1) + mem["tensor"][idx]
+    u, inv = np.unique(key, return_inverse=True)
+    ends = starts[idx] + (mem["count"][idx] - 1) * mem["stride"][idx] + mem["nbytes"][idx]
+    lo = np.full(u.size, np.iinfo(np.int64).max)
+    hi = np.zeros(u.size, dtype=np.int64)
+    np.minimum.at(lo, inv, starts[idx])
+    np.maximum.at(hi, inv, ends)
+    covered = np.bincount(inv, weights=sector_bytes_rec[idx], minlength=u.size)
+    span = np.maximum(hi - lo, 1)
+    dense = covered >= DENSE_FRACTION * span
+    out[idx] = np.where(dense[inv], span[inv], runs[idx])
+    return out
+
+
+def _issue_order(
+    mem: np.ndarray,
+    sel: npt.NDArray[np.int64],
+    kidx: npt.NDArray[np.int64],
+    begins: np.ndarray,
+    kids: list[int],
+    n_k: int,
+    arch: GpuArchConfig,
+) -> npt.NDArray[np.int64]:
+    """Order in which the L2 sees the selected records: kernel by kernel; within a kernel,
+    wave by wave, and inside a wave the resident CTAs take turns (each CTA's k-th access
+    before any CTA's (k+1)-th), as concurrent CTAs interleave on the GPU."""
+    from .occupancy import resident_ctas
+
+    per_wave = np.full(n_k, np.iinfo(np.int64).max // 4, dtype=np.int64)
+    for i, b in enumerate(begins):
+        r = resident_ctas(arch.sm, int(b["threads_per_cta"]), int(b["smem_bytes_per_cta"]),
+                          int(b["regs_per_thread"]))  # fmt: skip
+        per_wave[i] = max(r, 1) * arch.sm.count
+    k = kidx[sel]
+    cta = mem["cta"][sel].astype(np.int64)
+    # ordinal of each record within its (kernel, CTA), in seq order
+    grp = np.lexsort((np.arange(sel.size), cta, k))
+    gk, gc = k[grp], cta[grp]
+    new = np.ones(sel.size, dtype=np.bool_)
+    new[1:] = (gk[1:] != gk[:-1]) | (gc[1:] != gc[:-1])
+    first = np.flatnonzero(new)
+    ordinal = np.empty(sel.size, dtype=np.int64)
+    ordinal[grp] = np.arange(sel.size) - np.repeat(first, np.diff(np.append(first, sel.size)))
+    wave = cta // per_wave[k]
+    return np.lexsort((cta, ordinal, wave, k))
 
 
 def kernel_traffic(
@@ -208,12 +275,24 @@ def kernel_traffic(
     comp = trace.compute
     extra = sorted(set(extra) | (set(np.unique(comp["kernel"]).tolist()) - set(kids)))
     n_k = len(kids) + len(extra)
-    pos = {k: i for i, k in enumerate(kids + extra)}
-    kidx = np.array([pos[int(k)] for k in mem_k], dtype=np.int64) if mem.size else mem_k
+    order_ids = np.asarray(kids + extra, dtype=np.int64)
+    sort = np.argsort(order_ids, kind="stable")
+
+    def to_index(ids: npt.NDArray[np.integer]) -> npt.NDArray[np.int64]:
+        # kernel id -> position in issue order (every id is present: begins + extra)
+        return sort[np.searchsorted(order_ids[sort], ids.astype(np.int64))].astype(np.int64)
+
+    kidx = to_index(mem_k) if mem.size else mem_k
     kname = [names[int(b["name"])] for b in begins] + ["kernel"] * len(extra)
     kinds: list[KernelKind] = []
     for nm in kname:
-        kinds.append("h2d" if nm.startswith("memcpy_h2d") else "d2h" if nm.startswith("memcpy_d2h") else "compute")
+        kinds.append(
+            "h2d"
+            if nm.startswith("memcpy_h2d")
+            else "d2h"
+            if nm.startswith("memcpy_d2h")
+            else "compute"
+        )
     is_copy = np.array([k != "compute" for k in kinds], dtype=np.bool_)
 
     dev = _codes(trace, "space", DEVICE_SPACES)
@@ -234,15 +313,17 @@ def kernel_traffic(
     geom = cache_geometry(arch)
     ch_sec = np.zeros((n_k, geom.dram_channels), dtype=np.int64)
     row_miss = np.zeros((n_k, geom.dram_channels), dtype=np.int64)
+    runs_ch = np.zeros((n_k, geom.dram_channels), dtype=np.int64)
     sel = np.flatnonzero(dev_c)
     if fidelity == "cycle" and sel.size:
+        sel = sel[_issue_order(mem, sel, kidx, begins, kids, n_k, arch)]
         state = CacheState.empty(geom)
         out = replay(
             geom, state, starts[sel], nb[sel], st[sel], cnt[sel], rw[sel],
             mem["cta"][sel].astype(np.int64) % sms, kidx[sel], n_k,
         )  # fmt: skip
         hits[sel], near[sel], wb[sel] = out.hits, out.near_hits, out.writebacks
-        ch_sec, row_miss = out.channel_sectors, out.row_misses
+        ch_sec, row_miss, runs_ch = out.channel_sectors, out.row_misses, out.run_starts
     elif sel.size:
         h = _analytical_hits(trace, arch, dev_c, req)
         hits[sel] = h[sel]
@@ -264,30 +345,44 @@ def kernel_traffic(
     copy_host = np.where(rec_copy & host, rec_bytes, 0)
     zc = np.where(host & ~rec_copy, req * sb, 0)
 
-    def per_k(x: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        return np.bincount(kidx, weights=x, minlength=n_k) if mem.size else np.zeros(n_k)
+    def per_k(x: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+        if not mem.size:
+            return np.zeros(n_k)
+        return np.bincount(kidx, weights=x, minlength=n_k).astype(np.float64)
 
     k_req, k_hits, k_near = per_k(np.where(dev_c, req, 0)), per_k(hits), per_k(near)
     k_miss, k_fill, k_wb = per_k(misses), per_k(read_fill * sb), per_k(wb * sb)
     k_zc, k_copy = per_k(zc), per_k(copy_host)
-    # DRAM time per record at the efficiency of its contiguous runs, summed per kernel
-    runs = run_bytes(nb, st, cnt)
     bw = arch.dram.bw_gb_per_s * 1e9
-    eff = offchip.efficiency(arch.dram, np.maximum(runs, 1))
-    k_dram_s = per_k(dram_bytes_rec / (bw * eff))
     if fidelity == "cycle":
-        ch_bw = bw / geom.dram_channels * arch.dram.streaming_efficiency
-        ch_s = ch_sec * sb / ch_bw
+        # each channel serves its sectors at the efficiency of its mean contiguous run, plus
+        # its open-row penalties; the kernel waits for the busiest channel
+        ch_bytes = ch_sec * sb
+        mean_run = np.where(runs_ch > 0, ch_bytes // np.maximum(runs_ch, 1), 0)
+        ch_eff = offchip.efficiency(arch.dram, mean_run)
+        ch_s = ch_bytes / (bw / geom.dram_channels * ch_eff)
         if geom.dram_row_bytes:
             hit_ns, miss_ns = arch.dram.row_hit_penalty_ns, arch.dram.row_miss_penalty_ns
             ch_s = ch_s + (row_miss * miss_ns + (ch_sec - row_miss) * hit_ns) * 1e-9
-        k_dram_s = np.maximum(k_dram_s, ch_s.max(axis=1) if n_k else k_dram_s)
+        k_dram_s = ch_s.max(axis=1) if n_k else np.zeros(0)
+    else:
+        # each record at the efficiency of its contiguous runs; records of a (kernel, tensor)
+        # that together cover their span densely are one stream (concurrent CTAs fill the gaps)
+        runs = _stream_runs(mem, dev_c, kidx, req * sb, run_bytes(nb, st, cnt), starts)
+        eff = offchip.efficiency(arch.dram, np.maximum(runs, 1))
+        k_dram_s = per_k(dram_bytes_rec / (bw * eff))
     # per-record latency for dependent chains
     f = arch.sm.freq_mhz * 1e6
     lat = np.zeros(mem.size)
     far = hits - near
-    lat = np.where(dev_c & (near > 0), arch.l2.near_latency_cycles / f, lat)
-    lat = np.where(dev_c & (far > 0), arch.l2.far_latency_cycles / f, lat)
+    if fidelity == "cycle":
+        lat = np.where(dev_c & (near > 0), arch.l2.near_latency_cycles / f, lat)
+        lat = np.where(dev_c & (far > 0), arch.l2.far_latency_cycles / f, lat)
+    else:
+        # a hit is homed in any partition alike: the mean of one near and (p - 1) far latencies
+        p = arch.l2.partitions
+        mean_hit = (arch.l2.near_latency_cycles + (p - 1) * arch.l2.far_latency_cycles) / p / f
+        lat = np.where(dev_c & (hits > 0), mean_hit, lat)
     lat = np.where(dev_c & (misses > 0), arch.dram.latency_ns * 1e-9, lat)
     lat = np.where(host & ~rec_copy, arch.host_link.zero_copy_latency_ns * 1e-9, lat)
     dep_pos = np.searchsorted(mem["seq"], mem["dep"])
@@ -301,11 +396,19 @@ def kernel_traffic(
     flop = 2.0 * comp["macs"].astype(np.float64)
     flop = np.where(comp["k"] == 0, comp["m"] * np.maximum(comp["n"], 1), flop)
     is_tc = np.isin(comp["op"], tensor_codes)
-    ckidx = np.array([pos[int(k)] for k in comp["kernel"]], dtype=np.int64)
-    k_tc = np.bincount(ckidx, weights=np.where(is_tc, flop, 0), minlength=n_k) if comp.size else np.zeros(n_k)
-    k_fp = np.bincount(ckidx, weights=np.where(is_tc, 0, flop), minlength=n_k) if comp.size else np.zeros(n_k)
-    # tile bytes: mean sector bytes of a device read record
-    rd = dev_c & (rw == 0)
+    ckidx = to_index(comp["kernel"]) if comp.size else np.zeros(0, dtype=np.int64)
+    k_tc = (
+        np.bincount(ckidx, weights=np.where(is_tc, flop, 0), minlength=n_k)
+        if comp.size
+        else np.zeros(n_k)
+    )
+    k_fp = (
+        np.bincount(ckidx, weights=np.where(is_tc, 0, flop), minlength=n_k)
+        if comp.size
+        else np.zeros(n_k)
+    )
+    # tile bytes: mean sector bytes of a read record of device or host memory
+    rd = (dev_c | (host & ~rec_copy)) & (rw == 0)
     k_rd_n = per_k(rd.astype(np.int64))
     k_rd_b = per_k(np.where(rd, req * sb, 0))
     # by tensor

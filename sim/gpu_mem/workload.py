@@ -1,4 +1,4 @@
-"""GPU workloads: a trace (file or object) or a generator spec such as ``"stream:working_set_bytes=1e9"``.
+"""GPU workloads: a trace (a file or an object) or a generator spec (``"splitk:T=131072"``).
 
 :func:`load_workload` accepts
 
@@ -31,6 +31,32 @@ WORKLOAD_GENERATORS: dict[str, tuple[Callable[..., Trace], dict[str, Callable[[s
     GENERATORS
 )
 """Spec name -> (trace generator, parameter parsers)."""
+
+
+def _register_decode_workloads() -> None:
+    """Register the decode references of :mod:`coaccel.models.gpu` that this install has.
+
+    ``flashdecode`` (W1) is :func:`coaccel.models.gpu.flash_decode_trace` of a
+    :class:`coaccel.models.gpu.DecodeShape`: keys ``context`` (``T``), ``batch`` (``B``),
+    ``q_heads``, ``kv_heads``, ``head_dim``, ``block_n``, ``splits`` and ``sms`` (the SM count
+    the reference picks the split count for when ``splits`` is not given; 132 as on H100/H200).
+    """
+    import coaccel.models.gpu as gpu_models
+
+    decode_shape = getattr(gpu_models, "DecodeShape", None)
+    flash_decode_trace = getattr(gpu_models, "flash_decode_trace", None)
+    if decode_shape is None or flash_decode_trace is None:
+        return  # an install without the decode references: microbenchmarks only
+
+    def flashdecode(
+        context: int, batch: int = 1, q_heads: int = 32, kv_heads: int = 8, head_dim: int = 128,
+        block_n: int = 128, splits: int | None = None, sms: int = 132,
+    ) -> Trace:  # fmt: skip
+        shape = decode_shape(batch, context, q_heads, kv_heads, head_dim)
+        return flash_decode_trace(shape, block_n=block_n, num_splits=splits, n_sms=sms)
+
+    keys = ("context", "batch", "q_heads", "kv_heads", "head_dim", "block_n", "splits", "sms")
+    register_generator("flashdecode", flashdecode, dict.fromkeys(keys, int))
 
 
 def register_generator(
@@ -86,7 +112,9 @@ def _spec(text: str) -> GpuWorkload:
         try:
             kwargs[k] = parsers[k](v.strip())
         except ValueError:
-            problems.append(Problem(where, f"workload.{k}", v, f"not a valid value for {k}"))
+            problems.append(
+                Problem(where, f"workload.{k}", v, f"{v.strip()!r} is not a valid value for {k}")
+            )
     if problems:
         raise ConfigError(problems)
     try:
@@ -121,3 +149,6 @@ def load_workload(workload: Any) -> GpuWorkload:
         except (OSError, TraceError) as e:
             raise ConfigError([Problem(text, "", None, f"cannot load trace: {e}")]) from None
     return _spec(text)
+
+
+_register_decode_workloads()
