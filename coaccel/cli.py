@@ -18,7 +18,8 @@ from . import __version__
 
 # Order here is the order in --help.
 COMMANDS = (
-    "demo", "quant", "delta", "sim", "cost", "sweep", "sweep_report", "validate", "report", "synth",
+    "demo", "quant", "delta", "sim", "cost", "sweep", "sweep_report", "validate", "gpu_calibrate",
+    "report", "synth",
 )  # fmt: skip
 
 DESCRIPTION = """\

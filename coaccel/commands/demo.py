@@ -11,11 +11,13 @@ Stages (each prints a short summary and writes its outputs under --out):
 4. simulators — the HBQ ASIC simulator on a 1K-token prefill, cycle-approximate and analytical.
 5. deltallm  — DeltaLLM attention in fixed point on synthetic Llama-3.2-1B keys, its per-column
                event trace, and the KV260 vector-processor simulator against TeLLMe-v2.
-6. sweep     — a design-space sweep (PE count x PSUM x ACT buffer) through coaccel.dse, stored in
+6. gpu       — the FlashDecoding split-K reference (bf16, checked against float64), the trace
+               of a 128K-token layer, and its simulated time on an H200 and an A100.
+7. sweep     — a design-space sweep (PE count x PSUM x ACT buffer) through coaccel.dse, stored in
                SQLite, with its Pareto front over energy, time and area, and the sweep report
                (one self-contained HTML page with the interactive front; its path is printed
                at the end).
-7. report    — the area/energy report (stacked bars, tables with units and sources, MD/HTML).
+8. report    — the area/energy report (stacked bars, tables with units and sources, MD/HTML).
 
 The first run also compiles the numba kernels (about a minute; cached afterwards). A
 manifest.json in --out lists every file the run wrote.
@@ -35,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ..report.files import write_text
+from ..report.files import atomic_open, write_text
 from ._args import add_output_flags, int_in
 
 
@@ -181,6 +183,55 @@ def _stage_deltallm(out: Path, rng: np.random.Generator) -> None:
     print(f"  results -> {p}")
 
 
+def _stage_gpu(out: Path, rng: np.random.Generator) -> None:
+    import csv
+
+    from coaccel.models.gpu import (
+        DecodeShape,
+        bf16_bits_to_f32,
+        dense_attention_f64,
+        flash_decode,
+        flash_decode_trace,
+    )
+    from coaccel.sim.gpu_mem import load_arch
+    from coaccel.simulation import simulate
+
+    h200, a100 = load_arch("h200"), load_arch("a100_80g")
+    shape = DecodeShape(batch=2, context=4096)
+    r = flash_decode(shape, seed=int(rng.integers(2**31)), n_sms=h200.sm.count)
+    ref = dense_attention_f64(r.inputs, shape)
+    err = np.abs(bf16_bits_to_f32(r.out).astype(np.float64) - ref)
+    rel = float(err.max() / np.abs(ref).max())
+    print(
+        f"  split-K FlashDecoding, B=2 T=4096 (Llama-3.1-8B GQA 32/8x128, bf16): "
+        f"{r.plan.num_splits} splits of {r.plan.split_tokens} tokens for {h200.sm.count} SMs; "
+        f"bf16 output vs float64: max |err| {err.max():.2e} = {rel:.1e} x max |O|"
+    )
+    t0 = time.perf_counter()
+    big = flash_decode_trace(DecodeShape(batch=1, context=131072), n_sms=h200.sm.count)
+    dt = time.perf_counter() - t0
+    n = len(big.memory) + len(big.compute) + len(big.events)
+    print(
+        f"  trace of one layer at T=128K: {n} records, "
+        f"{big.total_bytes(space='HBM', rw='r') / 2**20:.0f} MiB read, built in {dt * 1e3:.0f} ms"
+    )
+    (out / "gpu").mkdir(exist_ok=True)
+    r.trace.save(out / "gpu" / "w1_b2_t4096.npz")
+    print(f"  {'GPU':<9} {'T':>7} {'time us':>9} {'eff. TB/s':>9}")
+    path = out / "gpu" / "w1_context.csv"
+    with atomic_open(path) as f:
+        w = csv.writer(f)
+        w.writerow(["gpu", "context_tokens", "seconds", "kv_bytes", "effective_bw_bytes_per_s"])
+        for arch in (h200, a100):
+            for t in (4096, 32768, 131072):
+                tr = flash_decode_trace(DecodeShape(batch=1, context=t), n_sms=arch.sm.count)
+                sec = simulate(arch, tr, mode="analytical").seconds
+                kv = DecodeShape(batch=1, context=t).kv_bytes()
+                w.writerow([arch.name, t, f"{sec:.6g}", kv, f"{kv / sec:.6g}"])
+                print(f"  {arch.name:<9} {t:>7} {sec * 1e6:>9.1f} {kv / sec / 1e12:>9.2f}")
+    print(f"  wrote {path}")
+
+
 def _stage_sweep(out: Path, rng: np.random.Generator) -> None:
     from coaccel.arch_configs import path as config_path
     from coaccel.dse import run_sweep
@@ -247,6 +298,7 @@ STAGES: tuple[tuple[str, Callable[[Path, np.random.Generator], None]], ...] = (
     ("accuracy: quantization error study", _stage_accuracy),
     ("simulators: HBQ ASIC, cycle-approximate vs analytical", _stage_sim),
     ("deltallm: reference -> event trace -> KV260 simulator vs TeLLMe-v2", _stage_deltallm),
+    ("gpu: FlashDecoding split-K reference, 128K trace, W1 time on H200 and A100", _stage_gpu),
     ("sweep: HBQ-E PE count x PSUM x ACT buffer (coaccel.dse, Pareto front, report)", _stage_sweep),
     ("report: area/energy by component, with units and sources", _stage_report),
 )

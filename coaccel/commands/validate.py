@@ -1,11 +1,12 @@
-"""``coaccel validate hbq`` / ``coaccel validate deltallm``: published targets beside our values.
+"""``coaccel validate hbq`` / ``deltallm`` / ``gpu``: published targets beside our values.
 
 ``hbq`` runs :func:`coaccel.validate.hbq.validate_hbq` (PE model rows, headline claims, system
 energy per 2048-token prefill and iso-area speedups from the HBQ ASIC simulator), prints the
 table and writes ``hbq_validation.csv`` and ``hbq_validation.md`` (:mod:`coaccel.report.hbq`)
 into ``--out``. ``deltallm`` runs :func:`coaccel.validate.deltallm.validate_deltallm` (TeLLMe-v2
 calibration, sparsity, speedups and resources of the KV260 vector processor) and writes
-``deltallm_validation.csv`` / ``.md``.
+``deltallm_validation.csv`` / ``.md``. ``gpu`` runs :func:`coaccel.validate.gpu.validate_gpu`
+(the GPU simulator against measured bandwidth, latency, link and decode-time anchors).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._args import add_output_flags, vars_of
+from ._args import add_output_flags, int_in, vars_of
 
 DEFAULT_OUT = Path("reports") / "validate"
 
@@ -32,15 +33,22 @@ examples:
 """
 
 
+GPU_EPILOG = """\
+examples:
+  coaccel validate gpu                        every anchor, 24 points per curve
+  coaccel validate gpu --points 0 --out /tmp/v
+"""
+
+
 def register(subparsers: Any) -> None:
-    """Add the ``validate`` sub-command (``validate hbq``).
+    """Add the ``validate`` sub-command (``validate hbq``, ``deltallm``, ``gpu``).
 
     Args:
         subparsers: the ``add_subparsers()`` object of the top-level parser.
     """
     p = subparsers.add_parser(
         "validate",
-        help="compare the models with published numbers (coaccel validate hbq | deltallm)",
+        help="compare the models with published numbers (coaccel validate hbq | deltallm | gpu)",
         description="Validation of coaccel's models against the published numbers.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -102,6 +110,45 @@ def register(subparsers: Any) -> None:
                    help=f"output folder (default: ./{DEFAULT_OUT.as_posix()})")  # fmt: skip
     add_output_flags(d, "print the targets as JSON (one object per row, the CSV's columns)")
     d.set_defaults(func=run_deltallm, command="validate deltallm")
+    g = sub.add_parser(
+        "gpu",
+        help="GPU memory hierarchy: bandwidth plateaus and curves, L2 knees, latencies, PCIe "
+        "copy shape, W1 decode time vs context",
+        description=(
+            "The GPU simulator against measured anchors (docs/gpu_decode.md): H200 and "
+            "A100-80GB streaming-bandwidth plateaus and curves against working-set size, L2 "
+            "plateaus and capacity knees, A100 pointer-chase latencies per level, the PCIe "
+            "copy curve's shape and W1 FlashDecoding time against context; MAPE and Pearson "
+            "correlation per series, fitted vs predicted, a band on every prediction and the "
+            "analytical vs cycle tier error."
+        ),
+        epilog=GPU_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    g.add_argument(
+        "--mode",
+        choices=("auto", "analytical", "cycle"),
+        default="auto",
+        help="simulator tier of the anchors (default auto: cycle for the pointer chase, "
+        "analytical otherwise)",
+    )
+    g.add_argument("--no-tiers", action="store_true", help="skip the cycle-tier comparison")
+    g.add_argument(
+        "--points",
+        type=int_in(0),
+        default=24,
+        metavar="N",
+        help="simulate at most N points of each measured curve (default 24; 0: all)",
+    )
+    g.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help=f"output folder (default: ./{DEFAULT_OUT.as_posix()})",
+    )
+    add_output_flags(g, "print the anchors as JSON (one object per row, the CSV's columns)")
+    g.set_defaults(func=run_gpu, command="validate gpu")
     p.set_defaults(func=lambda a: (p.print_help(), 2)[1], command="validate")
 
 
@@ -171,6 +218,53 @@ def run_deltallm(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     print(format_deltallm_validation(v))
+    if not args.quiet:
+        print()
+        for p in paths:
+            print(f"wrote {p}")
+        print(f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    return 0
+
+
+def run_gpu(args: argparse.Namespace) -> int:
+    """Run the GPU validation, print it and write CSV + Markdown.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 (anchors outside their band are reported, not an error).
+    """
+    from ..report.files import write_manifest
+    from ..report.gpu import format_gpu_validation, gpu_validation_rows, write_gpu_validation_report
+    from ..validate.gpu import validate_gpu
+    from ._args import prepare_out_dir
+
+    t0 = time.perf_counter()
+    prepare_out_dir(args.out)
+    v = validate_gpu(mode=args.mode, tiers=not args.no_tiers, points=args.points)
+    paths = write_gpu_validation_report(v, args.out)
+    write_manifest(args.out, paths, command="coaccel validate gpu", settings=vars_of(args))
+    if args.json:
+        doc = {
+            "anchors": gpu_validation_rows(v),
+            "series": [
+                {"series": s.name, "points": s.n, "mape_pct": s.mape_pct,
+                 "pearson_r": s.pearson_r, "fit": s.fit, "source": s.source}
+                for s in v.series
+            ],
+            "tiers": [
+                {"workload": t.workload, "analytical_s": t.analytical_s, "cycle_s": t.cycle_s,
+                 "error_pct": t.error_pct}
+                for t in v.tiers
+            ],
+            "notes": list(v.notes),
+            "files": [str(p) for p in paths],
+        }  # fmt: skip
+        json.dump(doc, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    print(format_gpu_validation(v))
     if not args.quiet:
         print()
         for p in paths:

@@ -1,0 +1,144 @@
+"""Speed of the GPU memory-hierarchy simulator.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_gpu_mem.py            # table
+    .venv/bin/python benchmarks/bench_gpu_mem.py --json     # machine-readable
+    .venv/bin/python benchmarks/bench_gpu_mem.py --quick    # smaller sizes (seconds)
+
+What it measures (best of ``--repeat`` runs, one core; numba compiled before timing):
+
+* **replay throughput**: sector requests per second of the numba L2 replay
+  (:func:`coaccel.sim.common.cache.replay`) on the K/V stream of split-K decode attention
+  (256-B rows strided by 2 KiB, every CTA's tile in turn) through the H200's L2; target >= 5 M/s;
+* **one W1 decode layer at 128K context** (batch 1, FlashDecoding split-K traffic of
+  :func:`coaccel.models.gpu.microbench.splitk_decode_traffic`, 512 MiB of K/V): trace build,
+  cycle-mode simulation, and the two together; target < 5 s;
+* **analytical decode-step evaluations per second**
+  (:func:`coaccel.sim.gpu_mem.analytical.step_seconds` on the kernels' traffic read once);
+  target >= 10,000;
+* **scaling against context**: cycle-mode wall time and sector requests per second for
+  8K .. 128K tokens (linear in the sectors replayed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+
+import numpy as np
+
+from coaccel.models.gpu.microbench import splitk_decode_traffic
+from coaccel.sim.common.cache import CacheState, replay
+from coaccel.sim.gpu_mem import kernel_traffic, load_arch, simulate
+from coaccel.sim.gpu_mem.analytical import step_seconds
+from coaccel.sim.gpu_mem.traffic import cache_geometry
+
+TARGET_REPLAY_PER_S = 5e6
+TARGET_W1_S = 5.0
+TARGET_EVALS_PER_S = 1e4
+
+
+def _best(fn, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def bench_replay(tokens: int, repeat: int) -> dict:
+    arch = load_arch("h200")
+    g = cache_geometry(arch)
+    kv_heads, row = 8, 256
+    tiles = tokens // 128
+    t, h = np.meshgrid(np.arange(tiles), np.arange(kv_heads), indexing="ij")
+    starts = ((t * 128) * kv_heads + h).ravel().astype(np.int64) * row
+    req = np.arange(starts.size) % arch.sm.count
+    n_sectors = starts.size * 128 * (row // 32)
+
+    def run() -> None:
+        replay(g, CacheState.empty(g), starts, row, kv_heads * row, 128, 0, req)
+
+    run()  # compile
+    s = _best(run, repeat)
+    return {"sector_requests": n_sectors, "seconds": s, "sector_requests_per_s": n_sectors / s}
+
+
+def bench_w1(tokens: int, repeat: int) -> dict:
+    arch = load_arch("h200")
+    simulate(arch, splitk_decode_traffic(1024), mode="cycle")  # compile
+    build = _best(lambda: splitk_decode_traffic(tokens), repeat)
+    tr = splitk_decode_traffic(tokens)
+    res = {}
+
+    def run() -> None:
+        res["r"] = simulate(arch, tr, mode="cycle")
+
+    sim = _best(run, repeat)
+    r = res["r"]
+    return {
+        "context": tokens,
+        "trace_build_s": build,
+        "simulate_cycle_s": sim,
+        "total_s": build + sim,
+        "sector_requests": r.l2.sector_requests,
+        "sector_requests_per_s": r.l2.sector_requests / sim,
+        "simulated_kernel_us": (r.kernels[0].end_s - r.kernels[0].start_s) * 1e6,
+    }
+
+
+def bench_analytical(repeat: int, n: int = 5000) -> dict:
+    out = {}
+    for name in ("h200", "a100_80g"):
+        arch = load_arch(name)
+        ks = kernel_traffic(splitk_decode_traffic(32768), arch, fidelity="analytical")
+        s = _best(lambda arch=arch, ks=ks: [step_seconds(arch, ks) for _ in range(n)], repeat)
+        out[name] = n / s
+    return {"decode_step_evaluations_per_s": out}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", action="store_true", help="print JSON")
+    ap.add_argument("--quick", action="store_true", help="smaller sizes")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement (best kept)")
+    a = ap.parse_args(argv)
+    big = 32768 if a.quick else 131072
+    out = {
+        "machine": {"python": sys.version.split()[0], "platform": platform.platform()},
+        "replay": bench_replay(big, a.repeat),
+        "w1": bench_w1(big, a.repeat),
+        "analytical": bench_analytical(a.repeat),
+        "scaling": [bench_w1(t, 1) for t in (8192, 32768, big)],
+        "targets": {
+            "replay_sector_requests_per_s": TARGET_REPLAY_PER_S,
+            "w1_128k_total_s": TARGET_W1_S,
+            "analytical_evaluations_per_s": TARGET_EVALS_PER_S,
+        },
+    }
+    if a.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    rp, w1 = out["replay"], out["w1"]
+    print(f"L2 replay: {rp['sector_requests_per_s'] / 1e6:.1f} M sector requests/s "
+          f"({rp['sector_requests']:,} in {rp['seconds']:.2f} s; target >= 5 M/s)")  # fmt: skip
+    print(f"W1 layer, {w1['context']} tokens, batch 1: trace {w1['trace_build_s']:.2f} s + "
+          f"cycle simulation {w1['simulate_cycle_s']:.2f} s = {w1['total_s']:.2f} s "
+          f"(target < 5 s); simulated kernel {w1['simulated_kernel_us']:.1f} us")  # fmt: skip
+    for k, v in out["analytical"]["decode_step_evaluations_per_s"].items():
+        print(f"analytical decode-step evaluations on {k}: {v:,.0f}/s (target >= 10,000)")
+    print("scaling with context (cycle mode):")
+    for s in out["scaling"]:
+        print(f"  {s['context']:>7} tokens: {s['simulate_cycle_s']:.2f} s, "
+              f"{s['sector_requests_per_s'] / 1e6:.1f} M sectors/s, "
+              f"simulated {s['simulated_kernel_us']:.1f} us")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

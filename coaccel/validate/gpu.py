@@ -1,0 +1,492 @@
+"""``coaccel validate gpu``: the GPU memory-hierarchy simulator against measured anchors.
+
+Pure computation (no printing, no files): :func:`validate_gpu` returns a
+:class:`GpuValidation` whose :class:`Anchor` rows hold a measured (or derived) figure with its
+source, our simulated value with an uncertainty band, the error and whether the figure was used
+to set the shipped config (``fitted``) or not (``predicted``); :class:`Series` rows give MAPE and
+Pearson correlation over measured curves, the way LLMCompass (operator error) and Accel-Sim
+(correlation) report theirs; :class:`TierError` rows give the analytical vs cycle-tier
+difference. :mod:`coaccel.report.gpu` writes it.
+
+Anchors and series ([S12] gpu-benches result files, the same series as
+``benchmarks/data/gpu_calibration_example_*.csv``):
+
+* streaming-read bandwidth plateaus: H200 3.89 TB/s, A100-80GB 1.73 TB/s (DRAM), and the L2
+  plateaus, fitted; the whole curve against working-set size (MAPE, Pearson) with its L2
+  capacity knee;
+* pointer-chase latency per level (A100-80GB: L1, near and far L2, DRAM) and the A100 curve;
+* the shape of the PCIe copy curve (bandwidth over its plateau against copy size, V100 Gen3
+  cudaMemcpy of the gpu-benches README), predicted from the config's link model;
+* W1 FlashDecoding decode-attention time of one layer against context on H200 and A100, against
+  the bandwidth-bound time of its bytes at the measured plateau ([DERIVED] 512 MiB / 3.89 TB/s
+  = 138 us at 128K on an H200), predicted; with the linearity in context once the grid fills
+  the GPU.
+
+The band of a prediction is the simulated value with every bandwidth and efficiency of the
+config scaled by ``1 -+ BAND_FRACTION`` and every latency by ``1 +- BAND_FRACTION`` ([OURS]:
+unit-to-unit and clock variation are not published; 5 % is our allowance).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ..config import override
+from ..errors import CoaccelError
+from .gpu_fit import CalibrationRow, measured_value, predict, read_calibration_csv, select_rows
+
+__all__ = [
+    "BAND_FRACTION",
+    "W1_FULL_GRID_TOKENS",
+    "Anchor",
+    "GpuValidation",
+    "Series",
+    "TierError",
+    "mape_pct",
+    "pearson_r",
+    "validate_gpu",
+    "w1_seconds",
+]
+
+W1_FULL_GRID_TOKENS = 16384
+"""Context from which W1 is compared with the bandwidth-bound line: with B = 1 the split rule
+fills the GPU with CTAs of at least 8 tiles from here on; below, launch and latency dominate,
+as the FlashDecoding blog reports near-constant time up to long contexts ([FLASHDECODING])."""
+
+BAND_FRACTION = 0.05
+"""Relative perturbation of bandwidths and latencies that gives a prediction's band ([OURS])."""
+
+Fit = Literal["fitted", "predicted"]
+Simulate = Callable[[Any, Any, str], Any]
+
+_DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """One measured (or derived) figure and our simulated value.
+
+    Attributes:
+        group: ``stream``, ``l2``, ``latency``, ``pcie`` or ``w1``.
+        name: what is compared.
+        measured: the published figure (NaN where none).
+        ours: our simulated value.
+        ours_low: lower end of our band. ours_high: upper end.
+        unit: unit of all four.
+        source: reference key and file/table of the published figure.
+        fit: ``fitted`` when the figure set the shipped config, else ``predicted``.
+        note: how our value was obtained.
+    """
+
+    group: str
+    name: str
+    measured: float
+    ours: float
+    ours_low: float
+    ours_high: float
+    unit: str
+    source: str
+    fit: Fit
+    note: str = ""
+
+    @property
+    def error_pct(self) -> float:
+        """``100 * (ours / measured - 1)`` (NaN without a measured figure)."""
+        if math.isnan(self.measured) or self.measured == 0:
+            return math.nan
+        return 100.0 * (self.ours / self.measured - 1.0)
+
+    @property
+    def within_band(self) -> bool:
+        """Whether the measured figure lies inside our band."""
+        return bool(self.ours_low <= self.measured <= self.ours_high)
+
+
+@dataclass(frozen=True)
+class Series:
+    """Agreement over a measured curve.
+
+    Attributes:
+        name: the curve. n: points. mape_pct: mean absolute percentage error, percent.
+        pearson_r: Pearson correlation of measured and ours. fit: as in :class:`Anchor`.
+        source: where the curve is published.
+    """
+
+    name: str
+    n: int
+    mape_pct: float
+    pearson_r: float
+    fit: Fit
+    source: str
+
+
+@dataclass(frozen=True)
+class TierError:
+    """The analytical and cycle tiers on one workload.
+
+    Attributes:
+        workload: label. analytical_s: analytical time, s. cycle_s: cycle-tier time, s.
+    """
+
+    workload: str
+    analytical_s: float
+    cycle_s: float
+
+    @property
+    def error_pct(self) -> float:
+        """``100 * (cycle / analytical - 1)``."""
+        return 100.0 * (self.cycle_s / self.analytical_s - 1.0)
+
+
+@dataclass(frozen=True)
+class GpuValidation:
+    """All anchors, series and tier comparisons (:func:`validate_gpu`)."""
+
+    anchors: tuple[Anchor, ...]
+    series: tuple[Series, ...]
+    tiers: tuple[TierError, ...]
+    notes: tuple[str, ...]
+    mode: str
+
+
+def mape_pct(measured: Sequence[float], ours: Sequence[float]) -> float:
+    """Mean absolute percentage error of ``ours`` against ``measured``, percent."""
+    m = np.asarray(measured, dtype=np.float64)
+    o = np.asarray(ours, dtype=np.float64)
+    return float(np.mean(np.abs(o / m - 1.0)) * 100.0)
+
+
+def pearson_r(measured: Sequence[float], ours: Sequence[float]) -> float:
+    """Pearson correlation coefficient (NaN when either side is constant)."""
+    m = np.asarray(measured, dtype=np.float64)
+    o = np.asarray(ours, dtype=np.float64)
+    if m.size < 2 or np.std(m) == 0 or np.std(o) == 0:
+        return math.nan
+    return float(np.corrcoef(m, o)[0, 1])
+
+
+def _default_simulate(arch: Any, workload: Any, mode: str) -> Any:
+    from ..simulation import simulate
+
+    return simulate(arch, workload, mode=mode)
+
+
+def _band_configs(arch: Any) -> tuple[Any, Any]:
+    """(slow, fast) variants: bandwidths and efficiencies -/+ BAND_FRACTION, latencies +/-."""
+
+    def variant(sign: int) -> Any:
+        u = BAND_FRACTION
+        bw = 1 + sign * u
+        lat = 1 - sign * u
+        eff = [
+            {"transfer_bytes": p.transfer_bytes, "efficiency": min(1.0, p.efficiency * bw)}
+            for p in arch.dram.efficiency
+        ]
+        link_eff = [
+            {"transfer_bytes": p.transfer_bytes, "efficiency": min(1.0, p.efficiency * bw)}
+            for p in arch.host_link.efficiency
+        ]
+        return override(
+            arch,
+            {
+                "dram.efficiency": eff,
+                "dram.latency_ns": arch.dram.latency_ns * lat,
+                "l2.hit_bw_gb_per_s": arch.l2.hit_bw_gb_per_s * bw,
+                "l2.near_latency_cycles": round(arch.l2.near_latency_cycles * lat),
+                "l2.far_latency_cycles": round(arch.l2.far_latency_cycles * lat),
+                "sm.l1_latency_cycles": round(arch.sm.l1_latency_cycles * lat),
+                "host_link.efficiency": link_eff,
+                "host_link.copy_fixed_us": arch.host_link.copy_fixed_us * lat,
+                "launch_overhead_us": arch.launch_overhead_us * lat,
+            },
+        )
+
+    return variant(-1), variant(+1)
+
+
+def _band(values: Sequence[float]) -> tuple[float, float]:
+    return min(values), max(values)
+
+
+def w1_seconds(
+    arch: Any,
+    context: int,
+    *,
+    batch: int = 1,
+    num_splits: int | None = None,
+    mode: str = "analytical",
+    simulate: Simulate | None = None,
+) -> float:
+    """Simulated time of one W1 FlashDecoding decode step of one layer, s.
+
+    Args:
+        arch: the GPU config (its SM count sets the split rule when ``num_splits`` is None).
+        context: tokens T. batch: sequences B. num_splits: splits (None: the split rule).
+        mode: simulator mode. simulate: ``simulate(arch, workload, mode)``.
+
+    Returns:
+        The step's time (split kernel + reduction, launch latencies included), s.
+    """
+    from ..models.gpu import DecodeShape, flash_decode_trace
+
+    trace = flash_decode_trace(
+        DecodeShape(batch=batch, context=context), num_splits=num_splits, n_sms=arch.sm.count
+    )
+    return float((simulate or _default_simulate)(arch, trace, mode).seconds)
+
+
+def _series_rows(path: Path, experiment: str) -> list[CalibrationRow]:
+    return [r for r in read_calibration_csv(path) if r.experiment == experiment]
+
+
+def _curve(
+    archs: tuple[Any, Any, Any],
+    rows: Sequence[CalibrationRow],
+    mode: str,
+    sim: Simulate,
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    arch, slow, fast = archs
+    meas, ours, lo, hi = [], [], [], []
+    for r in rows:
+        vals = [predict(a, r, mode=mode, simulate=sim) for a in (arch, slow, fast)]
+        meas.append(measured_value(r))
+        ours.append(vals[0])
+        lo.append(min(vals))
+        hi.append(max(vals))
+    return meas, ours, lo, hi
+
+
+def _pcie_shape_rows() -> list[tuple[int, float]]:
+    rows = _series_rows(_DATA / "gpu_calibration_example_a100_80g.csv", "h2d_pinned_wall")
+    return [(r.size_bytes, r.bw_bytes_per_s) for r in rows]
+
+
+def validate_gpu(
+    *,
+    mode: str = "auto",
+    simulate: Simulate | None = None,
+    contexts: Sequence[int] = (1024, 4096, 16384, 65536, 131072),
+    tiers: bool = True,
+    points: int = 24,
+) -> GpuValidation:
+    """Run every anchor, series and tier comparison.
+
+    Args:
+        mode: simulator mode of the anchors and series; ``"auto"``: the cycle tier for the
+            pointer chase (:func:`coaccel.validate.gpu_fit.tier_for`), analytical otherwise.
+        simulate: ``simulate(arch, workload, mode)``; default :func:`coaccel.simulate`.
+        contexts: contexts of the W1 series, tokens.
+        tiers: also run the cycle tier on W1 and a streaming read and report the difference.
+        points: simulated points of each measured curve, evenly spread (0: all).
+
+    Returns:
+        :class:`GpuValidation`.
+    """
+    from ..sim.gpu_mem import load_arch
+
+    sim = simulate or _default_simulate
+    if not (_DATA / "gpu_calibration_example_a100_80g.csv").is_file():
+        raise CoaccelError(
+            f"the published microbenchmark series are not at {_DATA} (benchmarks/data of a "
+            "source checkout); run coaccel validate gpu from the repository"
+        )
+    anchors: list[Anchor] = []
+    series: list[Series] = []
+    notes: list[str] = [
+        f"band: bandwidths, efficiencies and latencies of the config -/+ "
+        f"{BAND_FRACTION:.0%} ([OURS] allowance for unit and clock variation)",
+        "bandwidth against parallelism (CTAs, bytes in flight): no published H200 or A100 "
+        "series was found; benchmarks/gpu_calibration.py measures it (stream_read_ctas)",
+        "W1 anchors are derived (bytes / measured plateau), not measured decode times; the "
+        "calibration script's decode_attention rows are the measured comparison",
+    ]
+    gpus = {"h200": "h200", "a100_80g": "a100_80g"}
+    archs = {g: load_arch(g) for g in gpus}
+    bands = {g: (archs[g], *_band_configs(archs[g])) for g in gpus}
+    plateau = {"h200": 3.89e12, "a100_80g": 1.73e12}
+    plateau_src = {
+        "h200": "[S12] gpu-l2-cache/h200.txt: DRAM read plateau 3.89 TB/s (81 % of 4.8)",
+        "a100_80g": "[S12] gpu-l2-cache/a100_80.txt: DRAM read plateau 1.73 TB/s (85 % of 2.039)",
+    }
+    l2_src = {
+        "h200": ("[S12] gpu-l2-cache/h200.txt: L2-resident read 9.7-10.2 TB/s (2-40 MB)", 9.7e12),
+        "a100_80g": ("[S12] gpu-l2-cache/a100_80.txt: L2-resident read ~5.4 TB/s (2-28 MB)",
+                     5.4e12),
+    }  # fmt: skip
+    files = {"h200": ("h200", "h200.txt"), "a100_80g": ("a100_80g", "a100_80.txt")}
+    for g, (fname, txt) in files.items():
+        path = _DATA / f"gpu_calibration_example_{fname}.csv"
+        every = _series_rows(path, "stream_read")
+        rows = select_rows(every, points)
+        meas, ours, lo, hi = _curve(bands[g], rows, mode, sim)
+        series.append(
+            Series(f"{g} read bandwidth vs working set (1.5 MiB ... 4.7 GiB)", len(rows),
+                   mape_pct(meas, ours), pearson_r(meas, ours), "fitted",
+                   f"[S12] gpu-l2-cache/{txt}")
+        )  # fmt: skip
+        cap = archs[g].l2.capacity_mib * 2**20
+        for label, lo_b, hi_b, val, src, what in (
+            ("DRAM read plateau", 4 * cap, math.inf, plateau[g], plateau_src[g], "B/s"),
+            ("L2 read plateau", 4 * 2**20, 16 * 2**20, l2_src[g][1], l2_src[g][0], "B/s"),
+        ):
+            r = _middle(every, lo_b, hi_b)
+            vals = [predict(a, r, mode=mode, simulate=sim) for a in bands[g]]
+            anchors.append(
+                Anchor("stream" if "DRAM" in label else "l2", f"{g} {label}", val, vals[0],
+                       min(vals), max(vals), what, src, "fitted",
+                       f"simulated streaming read of {r.size_bytes / 2**20:.1f} MiB")
+            )  # fmt: skip
+        # the knee needs the curve's points around the L2 capacity, whatever ``points`` is
+        knee_rows = [r for r in every if 2 * 2**20 <= r.size_bytes <= 2 * cap]
+        km, ko, kl, kh = _curve(bands[g], knee_rows, mode, sim)
+        knees = [_knee(knee_rows, x) for x in (ko, kl, kh)]
+        anchors.append(
+            Anchor("l2", f"{g} L2 capacity knee (last set within 90 % of the L2 plateau)",
+                   _knee(knee_rows, km), knees[0], min(knees), max(knees), "MiB",
+                   f"[S12] gpu-l2-cache/{txt}", "fitted",
+                   f"the simulated curve's knee over {len(knee_rows)} working sets of 2 MiB "
+                   "... 2 x L2, by the same rule as the measured one")
+        )  # fmt: skip
+
+    a100 = "a100_80g"
+    chase_all = _series_rows(_DATA / "gpu_calibration_example_a100_80g.csv", "pointer_chase")
+    chase = select_rows(chase_all, points)
+    meas, ours, lo, hi = _curve(bands[a100], chase, mode, sim)
+    series.append(
+        Series("a100_80g pointer-chase latency vs working set", len(chase), mape_pct(meas, ours),
+               pearson_r(meas, ours), "fitted", "[S12] cuda-latency/a100_80.txt")
+    )  # fmt: skip
+    f = archs[a100].sm.freq_mhz / 1e3
+    for label, cycles, lo_b, hi_b in (
+        ("L1 hit", 36, 0, 64 * 2**10),
+        ("near L2", 211, 2**20, 12 * 2**20),
+        ("far L2", 424, 32 * 2**20, 39 * 2**20),
+        ("DRAM", 570, 100 * 2**20, math.inf),
+    ):
+        r = _middle(chase_all, lo_b, hi_b)
+        vals = [predict(a, r, mode=mode, simulate=sim) for a in bands[a100]]
+        anchors.append(
+            Anchor("latency", f"a100_80g pointer chase, {label}", cycles / f, vals[0], min(vals),
+                   max(vals), "ns", f"[S12] cuda-latency/a100_80.txt: {cycles} cycles at 1410 MHz",
+                   "fitted", f"simulated chase over {r.size_bytes / 2**20:.3g} MiB")
+        )  # fmt: skip
+
+    # PCIe copy curve shape: bandwidth / plateau against size, V100 Gen3 measured vs our link
+    shape = _pcie_shape_rows()
+    plateau_meas = shape[-1][1]
+    link_arch = archs[a100]
+    ours_bw = []
+    for n, _ in shape:
+        row = CalibrationRow("h2d_pinned", "", n, 0, 0, 0, 0, 1.0, 0, 1.0, n, 0.0, 0.0, 0.0,
+                             "-", "")  # fmt: skip
+        ours_bw.append(n / predict(link_arch, row, mode=mode, simulate=sim))
+    ours_shape = [b / ours_bw[-1] for b in ours_bw]
+    meas_shape = [b / plateau_meas for _, b in shape]
+    series.append(
+        Series("PCIe H2D copy: bandwidth / plateau vs size (shape)", len(shape),
+               mape_pct(meas_shape, ours_shape), pearson_r(meas_shape, ours_shape), "predicted",
+               "[S12] README.md cuda-memcpy (V100 PCIe Gen3) vs the a100_80g link model")
+    )  # fmt: skip
+    half_meas = _half_size(shape, meas_shape)
+    half_ours = _half_size(shape, ours_shape)
+    anchors.append(
+        Anchor("pcie", "copy size reaching half the plateau bandwidth", half_meas, half_ours,
+               half_ours, half_ours, "B", "[S12] README.md cuda-memcpy (V100 PCIe Gen3)",
+               "predicted", "a shape figure: fixed cost x plateau bandwidth sets it")
+    )  # fmt: skip
+
+    # W1 against context
+    for g in gpus:
+        arch = archs[g]
+        t_ours = []
+        t_band = []
+        derived = []
+        for t in contexts:
+            w1_mode = "analytical" if mode == "auto" else mode
+            vals = [w1_seconds(a, t, mode=w1_mode, simulate=sim) for a in bands[g]]
+            t_ours.append(vals[0])
+            t_band.append(_band(vals))
+            derived.append(4096 * t / plateau[g])
+        full = [k for k, t in enumerate(contexts) if t >= W1_FULL_GRID_TOKENS]
+        if full:
+            d_sel = [derived[k] for k in full]
+            o_sel = [t_ours[k] for k in full]
+            series.append(
+                Series(f"{g} W1 time vs context (T >= {W1_FULL_GRID_TOKENS}), against bytes / "
+                       "measured plateau", len(full), mape_pct(d_sel, o_sel),
+                       pearson_r(d_sel, o_sel), "predicted",
+                       f"[DERIVED] 4 KiB x T / {plateau[g] / 1e12:.2f} TB/s ({plateau_src[g]})")
+            )  # fmt: skip
+        i = len(contexts) - 1
+        anchors.append(
+            Anchor("w1", f"{g} W1 one layer, B=1, T={contexts[i]}", derived[i], t_ours[i],
+                   t_band[i][0], t_band[i][1], "s",
+                   f"[DERIVED] {4096 * contexts[i] / 2**20:.0f} MiB / "
+                   f"{plateau[g] / 1e12:.2f} TB/s ({plateau_src[g]})",
+                   "predicted", f"flash_decode_trace, split rule for {arch.sm.count} SMs")
+        )  # fmt: skip
+        long = [k for k, t in enumerate(contexts) if t >= W1_FULL_GRID_TOKENS]
+        if len(long) >= 2:
+            x = np.array([contexts[k] for k in long], dtype=np.float64)
+            y = np.array([t_ours[k] for k in long])
+            slope, icpt = np.polyfit(x, y, 1)
+            resid = float(np.max(np.abs(y - (slope * x + icpt)) / y) * 100)
+            notes.append(
+                f"{g} W1: simulated time is linear in context for T >= "
+                f"{W1_FULL_GRID_TOKENS} within "
+                f"{resid:.2g} % (slope {slope * 1e9:.4g} ns/token, "
+                f"{4096 / slope / 1e12:.3g} TB/s effective)"
+            )
+
+    tier_rows: list[TierError] = []
+    if tiers:
+        arch = archs["h200"]
+        for t in (4096, 32768):
+            tier_rows.append(
+                TierError(f"h200 W1 B=1 T={t}",
+                          w1_seconds(arch, t, mode="analytical", simulate=sim),
+                          w1_seconds(arch, t, mode="cycle", simulate=sim))
+            )  # fmt: skip
+        for ws in (16 * 2**20, 256 * 2**20):
+            spec = f"stream:working_set_bytes={ws},passes=2"
+            tier_rows.append(
+                TierError(f"h200 stream read {ws // 2**20} MiB x 2",
+                          float(sim(arch, spec, "analytical").seconds),
+                          float(sim(arch, spec, "cycle").seconds))
+            )  # fmt: skip
+    return GpuValidation(
+        anchors=tuple(anchors), series=tuple(series), tiers=tuple(tier_rows),
+        notes=tuple(notes), mode=mode,
+    )  # fmt: skip
+
+
+def _middle(rows: Sequence[CalibrationRow], lo: float, hi: float) -> CalibrationRow:
+    """The middle row (in file order) of those with ``lo <= size_bytes <= hi``."""
+    sel = [r for r in rows if lo <= r.size_bytes <= hi]
+    if not sel:
+        raise ValueError(f"no measured row between {lo} and {hi} B")
+    return sel[len(sel) // 2]
+
+
+def _knee(rows: Sequence[CalibrationRow], bw: Sequence[float]) -> float:
+    """Largest working set (MiB) within 90 % of the median bandwidth of 2 MiB ... 16 MiB."""
+    ref = [b for r, b in zip(rows, bw, strict=True) if 2 * 2**20 <= r.size_bytes <= 16 * 2**20]
+    level = 0.9 * float(np.median(ref))
+    inside = [r.size_bytes for r, b in zip(rows, bw, strict=True) if b >= level]
+    return max(inside) / 2**20 if inside else math.nan
+
+
+def _half_size(shape: Sequence[tuple[int, float]], rel: Sequence[float]) -> float:
+    """Copy size where the bandwidth curve first reaches half its plateau (log interpolation)."""
+    for k in range(1, len(rel)):
+        if rel[k] >= 0.5 > rel[k - 1]:
+            x0, x1 = math.log2(shape[k - 1][0]), math.log2(shape[k][0])
+            w = (0.5 - rel[k - 1]) / (rel[k] - rel[k - 1])
+            return 2 ** (x0 + w * (x1 - x0))
+    return math.nan

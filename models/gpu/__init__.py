@@ -1,0 +1,28 @@
+"""GPU decode workloads and microbenchmarks (installed as ``coaccel.models.gpu``).
+
+* the split-K skeleton shared by the decode-attention workloads: :class:`DecodeShape`,
+  :func:`choose_num_splits`, :func:`plan_split_k` / :class:`SplitPlan`, :func:`make_inputs`,
+  :func:`split_k_partials`, :func:`reduce_partials`, :func:`dense_attention_f64`;
+* its trace: :func:`split_k_trace`, :func:`tile_activity`;
+* FlashDecoding (W1): :func:`flash_decode` (values + trace), :func:`flash_decode_trace`
+  (trace only);
+* bf16 storage: :func:`f32_to_bf16_bits`, :func:`bf16_bits_to_f32`, :func:`round_bf16`;
+* :mod:`coaccel.models.gpu.microbench`: the microbenchmark traces (streaming reads, pointer
+  chases, host copies, zero-copy reads, decode-attention traffic) the simulator is validated
+  with (imported on its own).
+
+See ``docs/gpu_decode.md``.
+"""
+
+from . import _bf16, _splitk, _trace, flashdecode
+from ._bf16 import *  # noqa: F403  (curated by each module's __all__)
+from ._splitk import *  # noqa: F403
+from ._trace import *  # noqa: F403
+from .flashdecode import *  # noqa: F403
+
+__all__ = [
+    *_bf16.__all__,
+    *_splitk.__all__,
+    *_trace.__all__,
+    *flashdecode.__all__,
+]

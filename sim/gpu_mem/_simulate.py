@@ -1,0 +1,126 @@
+"""``simulate(arch, workload, mode)``: a GPU trace through the memory-hierarchy model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coaccel.config import ConfigError, Problem, config_digest
+
+from ..common.result import OffchipAccess
+from .config import GpuArchConfig
+from .result import GpuSimResult, KernelResult, L2Stats, LinkStats
+from .timing import KernelDoesNotFit, kernel_time, program_time
+from .traffic import KernelTraffic, kernel_traffic
+from .workload import GpuWorkload, load_workload
+
+MODES = ("analytical", "cycle")
+
+
+def simulate_kernels(
+    arch: GpuArchConfig, workload: GpuWorkload, kernels: list[KernelTraffic], mode: str
+) -> GpuSimResult:
+    """Time kernels already read from the workload's trace and build the result."""
+    try:
+        times = [kernel_time(arch, kt) for kt in kernels]
+    except KernelDoesNotFit as e:
+        raise ConfigError([Problem("<simulate>", "workload", workload.label, str(e))]) from None
+    sched = program_time(arch, workload.trace, kernels, times)
+    seconds = sched.makespan
+    f = arch.sm.freq_mhz
+    res = [
+        KernelResult(
+            name=kt.name,
+            stream=kt.stream,
+            start_s=s0,
+            end_s=s1,
+            standalone_s=t.seconds,
+            bound=t.bound,
+            ctas=kt.ctas,
+            waves=t.waves,
+            resident_ctas_per_sm=t.resident_ctas_per_sm,
+            sector_requests=kt.sector_requests,
+            l2_hits=kt.l2_hits,
+            l2_misses=kt.l2_misses,
+            dram_bytes=kt.dram_read_bytes + kt.dram_write_bytes,
+            host_bytes=kt.host_bytes,
+        )  # fmt: skip
+        for kt, t, s0, s1 in zip(kernels, times, sched.start, sched.end, strict=True)
+    ]
+    by_tensor: dict[str, int] = {}
+    for kt in kernels:
+        for k, v in kt.by_tensor.items():
+            by_tensor[k] = by_tensor.get(k, 0) + v
+    sb = arch.l2.sector_bytes
+    rd = sum(kt.dram_read_bytes for kt in kernels)
+    wr = sum(kt.dram_write_bytes for kt in kernels)
+    cyc = lambda s: round(s * f * 1e6)  # noqa: E731
+    busy = {"sm": 0.0, "h2d": 0.0, "d2h": 0.0}
+    for r, kt in zip(res, kernels, strict=True):
+        busy["sm" if kt.kind == "compute" else kt.kind] += r.end_s - r.start_s
+    resources = {
+        k: {"busy": cyc(v), "idle": max(0, cyc(seconds) - cyc(v))} for k, v in busy.items()
+    }
+    notes = (
+        f"{mode} mode: " + (
+            "every device sector replayed through the sectored L2 (numba)"
+            if mode == "cycle" else
+            "sectors by closed form; a tensor that fits the effective L2 misses on first touch only"
+        ),
+        "kernels run one at a time on the SMs; copies on per-direction copy engines; running "
+        "tasks share the DRAM bandwidth",
+    )  # fmt: skip
+    return GpuSimResult(
+        target="gpu",
+        arch=arch.name,
+        workload=workload.label,
+        mode=mode,
+        config_digest=config_digest(arch),
+        freq_mhz=f,
+        cycles=cyc(seconds),
+        seconds=seconds,
+        resources=resources,
+        buffers={},
+        offchip=OffchipAccess(
+            reads=rd // sb, writes=wr // sb, read_bytes=rd, write_bytes=wr, by_tensor=by_tensor
+        ),
+        notes=notes,
+        l2=L2Stats(
+            sector_requests=sum(kt.sector_requests for kt in kernels),
+            hits=sum(kt.l2_hits for kt in kernels),
+            near_hits=sum(kt.l2_near_hits for kt in kernels),
+            misses=sum(kt.l2_misses for kt in kernels),
+            sector_bytes=sb,
+        ),
+        link=LinkStats(
+            h2d_bytes=sum(kt.host_bytes for kt in kernels if kt.kind == "h2d"),
+            d2h_bytes=sum(kt.host_bytes for kt in kernels if kt.kind == "d2h"),
+            zero_copy_bytes=sum(kt.host_bytes for kt in kernels if kt.kind == "compute"),
+        ),
+        kernels=tuple(res),
+    )
+
+
+def simulate(arch: GpuArchConfig, workload: Any, *, mode: str = "analytical") -> GpuSimResult:
+    """Simulate a GPU workload.
+
+    Args:
+        arch: the GPU (:func:`~coaccel.sim.gpu_mem.load_arch`).
+        workload: a trace, trace path, generator spec or :class:`GpuWorkload`
+            (:func:`~coaccel.sim.gpu_mem.load_workload`).
+        mode: ``"analytical"`` (closed-form traffic per kernel) or ``"cycle"`` (every sector
+            through the L2 model).
+
+    Returns:
+        :class:`~coaccel.sim.gpu_mem.result.GpuSimResult`.
+
+    Raises:
+        ConfigError: a bad mode or workload, or a kernel that does not fit an SM.
+    """
+    if mode not in MODES:
+        raise ConfigError(
+            [Problem("<simulate>", "mode", mode, f"gpu offers modes {', '.join(MODES)}",
+                     ", ".join(MODES))]
+        )  # fmt: skip
+    wl = load_workload(workload)
+    kernels = kernel_traffic(wl.trace, arch, fidelity=mode)  # type: ignore[arg-type]
+    return simulate_kernels(arch, wl, kernels, mode)

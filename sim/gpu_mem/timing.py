@@ -1,0 +1,235 @@
+"""Time of one kernel or copy from its traffic, and of a whole program on streams.
+
+:func:`kernel_time` is the per-kernel model both fidelities share ([OURS], docs/gpu_mem.md):
+
+* the grid runs in waves of ``SMs x resident CTAs`` (:mod:`.occupancy`), the last one partial;
+* a wave takes its share of the kernel's work at the slowest of: DRAM (the traffic's
+  efficiency-curve time, channel balance, open rows), L2 hits at the L2 hit bandwidth, the
+  bandwidth its loads in flight sustain over their mean latency (Little's law), zero-copy host
+  loads over the link, and compute as a roofline (tensor and FP32 FLOP at the active SMs'
+  peak x efficiency), overlapped with memory; plus one load latency to fill the pipeline;
+* a kernel takes at least its longest chain of dependent loads (pointer chasing).
+
+:func:`copy_time` is a copy-engine transfer over the host link (fixed cost, size-dependent
+efficiency, pinned or pageable, capped by host DRAM where the config has it).
+:func:`program_time` puts kernels and copies on their streams and engines with the trace's
+events and shares the device-memory bandwidth among what runs at once
+(:func:`coaccel.sim.common.streams.schedule`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from coaccel.trace import Trace
+
+from ..common.hostlink import copy_seconds
+from ..common.streams import Scheduled, Task, schedule, task_prerequisites
+from .config import GpuArchConfig
+from .occupancy import mlp_bytes_per_s, resident_ctas, wave_sizes
+from .traffic import KernelTraffic
+
+__all__ = ["KernelTime", "copy_time", "kernel_time", "program_time"]
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """A kernel's standalone time and what bounds it.
+
+    Attributes:
+        seconds: standalone time (without launch latency), s.
+        resident_ctas_per_sm: CTAs one SM holds.
+        waves: waves of the grid (the last may be partial).
+        bound: what bounds most of its time: ``dram``, ``l2``, ``latency`` (bytes in flight),
+            ``host_link``, ``compute``, ``chain`` (dependent loads) or ``copy``.
+        mean_latency_s: mean load latency of its device traffic, s.
+    """
+
+    seconds: float
+    resident_ctas_per_sm: int
+    waves: int
+    bound: str
+    mean_latency_s: float
+
+
+class KernelDoesNotFit(ValueError):
+    """A kernel's CTA needs more threads, shared memory or registers than one SM has."""
+
+
+def _mean_latency(arch: GpuArchConfig, kt: KernelTraffic) -> float:
+    f = arch.sm.freq_mhz * 1e6
+    n = kt.sector_requests
+    if n <= 0:
+        return arch.dram.latency_ns * 1e-9
+    far = kt.l2_hits - kt.l2_near_hits
+    return (
+        kt.l2_near_hits * arch.l2.near_latency_cycles / f
+        + far * arch.l2.far_latency_cycles / f
+        + kt.l2_misses * arch.dram.latency_ns * 1e-9
+    ) / n
+
+
+def kernel_time(arch: GpuArchConfig, kt: KernelTraffic) -> KernelTime:
+    """Standalone time of a compute kernel.
+
+    Args:
+        arch: the GPU.
+        kt: its traffic (:func:`~coaccel.sim.gpu_mem.traffic.kernel_traffic`).
+
+    Returns:
+        :class:`KernelTime`.
+
+    Raises:
+        KernelDoesNotFit: one CTA exceeds an SM's threads, shared memory or registers.
+    """
+    if kt.kind != "compute":
+        return copy_time(arch, kt)
+    sm = arch.sm
+    res = resident_ctas(sm, kt.threads_per_cta, kt.smem_bytes_per_cta, kt.regs_per_thread)
+    if res < 1:
+        raise KernelDoesNotFit(
+            f"kernel {kt.name!r}: a CTA of {kt.threads_per_cta} threads, "
+            f"{kt.smem_bytes_per_cta} B shared memory and {kt.regs_per_thread} registers per "
+            f"thread does not fit one SM of {arch.name}"
+        )
+    ctas = max(kt.ctas, 1)
+    lat = _mean_latency(arch, kt)
+    hit_bytes = kt.l2_hits * arch.l2.sector_bytes
+    dev_bytes = kt.dram_read_bytes + kt.dram_write_bytes + hit_bytes
+    inflight_cta = sm.pipeline_stages * max(kt.tile_bytes, arch.l2.sector_bytes)
+    f = sm.freq_mhz * 1e6
+    link = arch.host_link
+    zc_bw_link = link.bw_bytes_per_s("h2d") * link.zero_copy_efficiency
+    if arch.host_dram is not None:
+        zc_bw_link = min(zc_bw_link, arch.host_dram.sustained_bw_gb_per_s * 1e9)
+    total = 0.0
+    terms_sum: dict[str, float] = {}
+    waves = wave_sizes(ctas, sm.count, res)
+    groups = [(waves[0], len(waves) - 1 if waves[-1] != waves[0] else len(waves))]
+    if waves[-1] != waves[0]:
+        groups.append((waves[-1], 1))
+    for w, reps in groups:
+        frac = w / ctas
+        active = min(sm.count, w)
+        terms = {
+            "dram": frac * kt.dram_seconds,
+            "l2": frac * hit_bytes / (arch.l2.hit_bw_gb_per_s * 1e9),
+            "latency": frac * dev_bytes / mlp_bytes_per_s(sm, w, inflight_cta, lat),
+            "compute": frac
+            * (
+                kt.tensor_flop / (active * sm.tensor_flop_per_cycle_per_sm * f)
+                + kt.fp32_flop / (active * sm.fp32_flop_per_cycle_per_sm * f)
+            )
+            / sm.compute_efficiency,
+        }
+        if kt.host_bytes:
+            zl = link.zero_copy_latency_ns * 1e-9
+            zbw = zc_bw_link
+            if zl > 0:
+                per_sm = min(
+                    math.ceil(w / active) * inflight_cta, sm.max_inflight_per_sm_kib * 1024
+                )
+                zbw = min(zbw, active * per_sm / zl)
+            terms["host_link"] = frac * kt.host_bytes / zbw
+        wave_lat = lat if dev_bytes else 0.0
+        if kt.host_bytes:
+            wave_lat = max(wave_lat, link.zero_copy_latency_ns * 1e-9)
+        t = max(terms.values()) + wave_lat
+        total += t * reps
+        for k, v in terms.items():
+            terms_sum[k] = terms_sum.get(k, 0.0) + v * reps
+    bound = max(terms_sum, key=lambda k: terms_sum[k]) if terms_sum else "latency"
+    if kt.chain_seconds > total:
+        total, bound = kt.chain_seconds, "chain"
+    return KernelTime(total, res, len(waves), bound, lat)
+
+
+def copy_time(arch: GpuArchConfig, kt: KernelTraffic) -> KernelTime:
+    """Time of a copy-engine transfer of ``kt.host_bytes`` (``kind`` h2d or d2h), alone.
+
+    ``copy_fixed_us + n / (bw x efficiency(n) ...)`` (:func:`copy_seconds`), at least the
+    host DRAM's streaming time of ``n`` where the config has a host DRAM.
+    """
+    if kt.kind == "compute":
+        raise ValueError(f"{kt.name!r} is a compute kernel, not a copy")
+    n = kt.host_bytes
+    s = float(copy_seconds(arch.host_link, n, kt.kind, pinned=kt.pinned))
+    if arch.host_dram is not None and n:
+        s = max(
+            s,
+            arch.host_link.copy_fixed_us * 1e-6 + n / (arch.host_dram.sustained_bw_gb_per_s * 1e9),
+        )
+    return KernelTime(s, 0, 0, "copy", 0.0)
+
+
+def _items(trace: Trace, kernels: list[KernelTraffic]) -> list[tuple[str, int, int]]:
+    """Issue-ordered tasks and events of a trace for :func:`task_prerequisites`."""
+    ev = trace.events
+    by_seq: list[tuple[int, tuple[str, int, int]]] = []
+    task_of = {kt.kernel: i for i, kt in enumerate(kernels)}
+    for kt in kernels:
+        by_seq.append((kt.seq, ("task", kt.stream, kt.kernel)))
+    records = set(ev["seq"][ev["kind"] == 2].tolist())
+    kind_name = {2: "record", 3: "wait", 4: "sync"}
+    for e in ev:
+        k = int(e["kind"])
+        if k not in kind_name:
+            continue
+        seq, stream, dep = int(e["seq"]), int(e["stream"]), int(e["dep"])
+        if k == 3 and dep not in records:
+            # a wait on an ordinary record: wait for the kernel that issues it
+            kid = _kernel_of_record(trace, dep)
+            if kid in task_of:
+                by_seq.append((seq, ("wait_task", stream, task_of[kid])))
+            continue
+        by_seq.append((seq, (kind_name[k], stream, seq if k == 2 else dep)))
+    by_seq.sort(key=lambda x: x[0])
+    return [it for _, it in by_seq]
+
+
+def _kernel_of_record(trace: Trace, seq: int) -> int:
+    """Kernel id of the memory or compute record with this seq (-1 if none)."""
+    for arr in (trace.memory, trace.compute):
+        i = int(np.searchsorted(arr["seq"], seq))
+        if i < arr.size and int(arr["seq"][i]) == seq:
+            return int(arr["kernel"][i])
+    return -1
+
+
+def program_time(
+    arch: GpuArchConfig, trace: Trace, kernels: list[KernelTraffic], times: list[KernelTime]
+) -> Scheduled:
+    """Schedule kernels and copies on streams, engines and shared device memory.
+
+    Args:
+        arch: the GPU.
+        trace: the trace (its events order the streams).
+        kernels: its kernels in issue order (:func:`kernel_traffic`).
+        times: their standalone times.
+
+    Returns:
+        Start and end of each kernel, s.
+    """
+    prereq = task_prerequisites(_items(trace, kernels))
+    gap = arch.launch_overhead_us * 1e-6
+    tasks = [
+        Task(
+            name=kt.name,
+            stream=kt.stream,
+            engine="sm" if kt.kind == "compute" else kt.kind,
+            seconds=kt_t.seconds,
+            mem_bytes=float(kt.dram_read_bytes + kt.dram_write_bytes),
+            after=prereq[i],
+            gap_seconds=gap if kt.kind == "compute" else 0.0,
+        )
+        for i, (kt, kt_t) in enumerate(zip(kernels, times, strict=True))
+    ]
+    n_ce = arch.host_link.copy_engines_per_direction
+    return schedule(
+        tasks,
+        mem_bytes_per_s=arch.dram.sustained_bw_gb_per_s * 1e9,
+        engines={"sm": 1, "h2d": n_ce, "d2h": n_ce},
+    )

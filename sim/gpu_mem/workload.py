@@ -1,0 +1,154 @@
+"""GPU workloads: a trace (a file or an object) or a generator spec (``"splitk:T=131072"``).
+
+:func:`load_workload` accepts
+
+* a path to a trace file (``.npz``, :meth:`coaccel.trace.Trace.load`);
+* ``"<generator>:<key>=<value>,..."`` naming one of :data:`WORKLOAD_GENERATORS` (the
+  microbenchmarks of :mod:`coaccel.models.gpu.microbench` and the decode workloads registered
+  with :func:`register_generator`), e.g. ``"splitk:context=131072,batch=1"``; ``T`` and ``B``
+  are accepted for ``context`` and ``batch``;
+* a :class:`~coaccel.trace.Trace` or a :class:`GpuWorkload`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from coaccel.config import ConfigError, Problem
+from coaccel.models.gpu.microbench import GENERATORS
+from coaccel.trace import Trace, TraceError
+
+__all__ = ["WORKLOAD_GENERATORS", "GpuWorkload", "load_workload", "register_generator"]
+
+ALIASES = {"T": "context", "B": "batch"}
+"""Short parameter names of workload specs."""
+
+WORKLOAD_GENERATORS: dict[str, tuple[Callable[..., Trace], dict[str, Callable[[str], Any]]]] = dict(
+    GENERATORS
+)
+"""Spec name -> (trace generator, parameter parsers)."""
+
+
+def _register_decode_workloads() -> None:
+    """Register the decode references of :mod:`coaccel.models.gpu` that this install has.
+
+    ``flashdecode`` (W1) is :func:`coaccel.models.gpu.flash_decode_trace` of a
+    :class:`coaccel.models.gpu.DecodeShape`: keys ``context`` (``T``), ``batch`` (``B``),
+    ``q_heads``, ``kv_heads``, ``head_dim``, ``block_n``, ``splits`` and ``sms`` (the SM count
+    the reference picks the split count for when ``splits`` is not given; 132 as on H100/H200).
+    """
+    import coaccel.models.gpu as gpu_models
+
+    decode_shape = getattr(gpu_models, "DecodeShape", None)
+    flash_decode_trace = getattr(gpu_models, "flash_decode_trace", None)
+    if decode_shape is None or flash_decode_trace is None:
+        return  # an install without the decode references: microbenchmarks only
+
+    def flashdecode(
+        context: int, batch: int = 1, q_heads: int = 32, kv_heads: int = 8, head_dim: int = 128,
+        block_n: int = 128, splits: int | None = None, sms: int = 132,
+    ) -> Trace:  # fmt: skip
+        shape = decode_shape(batch, context, q_heads, kv_heads, head_dim)
+        return flash_decode_trace(shape, block_n=block_n, num_splits=splits, n_sms=sms)
+
+    keys = ("context", "batch", "q_heads", "kv_heads", "head_dim", "block_n", "splits", "sms")
+    register_generator("flashdecode", flashdecode, dict.fromkeys(keys, int))
+
+
+def register_generator(
+    name: str, generator: Callable[..., Trace], parsers: dict[str, Callable[[str], Any]]
+) -> None:
+    """Make ``"<name>:k=v,..."`` a workload spec of the GPU simulator.
+
+    Args:
+        name: spec name (``"flashdecode"``).
+        generator: ``generator(**params) -> Trace``.
+        parsers: parameter name -> function parsing its text value.
+
+    Raises:
+        ValueError: the name is taken by another generator.
+    """
+    have = WORKLOAD_GENERATORS.get(name)
+    if have is not None and have[0] is not generator:
+        raise ValueError(f"GPU workload generator {name!r} is already registered")
+    WORKLOAD_GENERATORS[name] = (generator, dict(parsers))
+
+
+@dataclass(frozen=True, eq=False)
+class GpuWorkload:
+    """A GPU workload: a label and its trace."""
+
+    label: str
+    trace: Trace
+
+
+def _spec(text: str) -> GpuWorkload:
+    name, _, rest = text.partition(":")
+    where = "<workload>"
+    if name not in WORKLOAD_GENERATORS:
+        valid = ", ".join(sorted(WORKLOAD_GENERATORS))
+        msg = f"unknown GPU workload {name!r}; valid: {valid} or a trace file (.npz)"
+        close = difflib.get_close_matches(name, list(WORKLOAD_GENERATORS), n=1)
+        if close:
+            msg += f" (did you mean {close[0]!r}?)"
+        raise ConfigError([Problem(where, "workload", text, msg, valid)])
+    gen, parsers = WORKLOAD_GENERATORS[name]
+    kwargs: dict[str, Any] = {}
+    problems = []
+    for item in filter(None, (p.strip() for p in rest.split(","))):
+        k, eq, v = item.partition("=")
+        k = ALIASES.get(k.strip(), k.strip())
+        if not eq or k not in parsers:
+            valid = ", ".join(sorted(parsers))
+            problems.append(
+                Problem(where, f"workload.{k}", item, f"{name} takes key=value with keys {valid}",
+                        valid)
+            )  # fmt: skip
+            continue
+        try:
+            kwargs[k] = parsers[k](v.strip())
+        except ValueError:
+            problems.append(
+                Problem(where, f"workload.{k}", v, f"{v.strip()!r} is not a valid value for {k}")
+            )
+    if problems:
+        raise ConfigError(problems)
+    try:
+        trace = gen(**kwargs)
+    except (TypeError, ValueError) as e:
+        raise ConfigError([Problem(where, "workload", text, str(e))]) from None
+    return GpuWorkload(text, trace)
+
+
+def load_workload(workload: Any) -> GpuWorkload:
+    """Load a GPU workload.
+
+    Args:
+        workload: a trace path, a generator spec, a :class:`Trace` or a :class:`GpuWorkload`.
+
+    Returns:
+        The :class:`GpuWorkload`.
+
+    Raises:
+        ConfigError: an unknown generator or key, a bad value, or a file that is not a trace.
+    """
+    if isinstance(workload, GpuWorkload):
+        return workload
+    if isinstance(workload, Trace):
+        label = str(workload.meta.get("workload", {}).get("microbench", "trace"))
+        return GpuWorkload(label, workload)
+    text = str(workload)
+    p = Path(text)
+    if p.suffix == ".npz":
+        try:
+            return GpuWorkload(p.stem, Trace.load(p))
+        except (OSError, TraceError) as e:
+            raise ConfigError([Problem(text, "", None, f"cannot load trace: {e}")]) from None
+    return _spec(text)
+
+
+_register_decode_workloads()
