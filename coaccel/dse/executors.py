@@ -147,6 +147,7 @@ class DaskExecutor(Executor):
                 "a Dask scheduler needs the 'distributed' package: pip install 'coaccel[dist]'"
             ) from None
         self._cluster = cluster if own_cluster else None
+        self._client: Any = None
         target = cluster if cluster is not None else address
         try:
             self._client = Client(target, timeout=timeout_s)

@@ -94,11 +94,11 @@ def nsga2_points(
             for p in pts:
                 seen.setdefault(p.point_id, p)
         rows = evaluate(batch)
-        for t, pts in zip(trials, plan, strict=True):
-            if pts is None:
+        for t, planned in zip(trials, plan, strict=True):
+            if planned is None:
                 study.tell(t, state=optuna.trial.TrialState.FAIL)
                 continue
-            rs = [rows[p.point_id] for p in pts]
+            rs = [rows[p.point_id] for p in planned]
             if any(r.status != "ok" for r in rs):
                 study.tell(t, state=optuna.trial.TrialState.FAIL)
                 continue

@@ -347,8 +347,19 @@ class Store:
             raise CoaccelError(
                 "exporting to Parquet needs pyarrow: pip install 'coaccel[dse]' (or pyarrow)"
             ) from None
+        import os
+        import tempfile
+
         cols, records = self._flat()
         table = pa.Table.from_pylist(records)
         table = table.select([c for c in cols if c in table.column_names])
-        pq.write_table(table, str(path))
-        return Path(path)
+        p = Path(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent or Path("."))
+        os.close(fd)
+        try:
+            pq.write_table(table, tmp)
+            os.replace(tmp, p)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return p
