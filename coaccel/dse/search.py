@@ -65,12 +65,14 @@ def nsga2_points(
     names = list(values)
     objectives = spec.objectives
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # Optuna 5 reads constraints set on the trial; older releases take a constraints_func.
+    per_trial = hasattr(optuna.trial.Trial, "set_constraint")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         sampler = optuna.samplers.NSGAIISampler(
             population_size=int(st.population or 2),
             seed=st.seed,
-            constraints_func=_violation,
+            constraints_func=None if per_trial else _violation,
         )
     study = optuna.create_study(
         directions=[o.goal for o in objectives],
@@ -103,6 +105,10 @@ def nsga2_points(
                 study.tell(t, state=optuna.trial.TrialState.FAIL)
                 continue
             vals = [sum(float(r.metrics[o.metric][0]) for r in rs) / len(rs) for o in objectives]
-            t.set_user_attr("violation", [0.0 if all(r.feasible for r in rs) else 1.0])
+            violation = 0.0 if all(r.feasible for r in rs) else 1.0
+            if per_trial:
+                t.set_constraint("limits", violation)
+            else:
+                t.set_user_attr("violation", [violation])
             study.tell(t, vals)
     return list(seen.values())
