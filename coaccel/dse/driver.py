@@ -280,17 +280,20 @@ class _Sweep:
 
             self.scorer = AccuracyScorer(ls.base_path, ls.accuracy, st)
         self.t0 = time.perf_counter()
-        self.stage_total = self.stage_skipped = self.stage_done = self.stage_failed = 0
+        self.begin(0)
 
     def begin(self, total: int) -> None:
         self.stage_total, self.stage_skipped, self.stage_done, self.stage_failed = total, 0, 0, 0
+        self.seen: set[str] = set()  # ids of this stage looked up or evaluated so far
 
     def evaluate(self, points: Sequence[Point], stage: Stage) -> dict[str, Row]:
         """Rows of ``points``: stored ones looked up, the others evaluated and stored."""
         unique = list({p.point_id: p for p in points}.values())
         have = self.st.get_many(p.point_id for p in unique)
         todo = [p for p in unique if p.point_id not in have]
-        self.stage_skipped += len(unique) - len(todo)
+        # Stored before this run: counted once, however often a search proposes them again.
+        self.stage_skipped += sum(pid not in self.seen for pid in have)
+        self.seen.update(p.point_id for p in unique)
         n = self.batch_size or max(1, min(64, -(-len(todo) // (8 * self.ex.workers))))
         batches = [todo[i : i + n] for i in range(0, len(todo), n)]
         args = (self.ls.base_path, stage.mode, self.ls.stage_digest(stage), self.sim_limits)
