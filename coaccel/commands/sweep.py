@@ -138,6 +138,7 @@ class ProgressBar:
 def run(args: argparse.Namespace) -> int:
     """Run the sweep; returns 0 (failed points are recorded in the store, not an error)."""
     from ..dse import Store, load_spec, run_sweep
+    from ..dse.spec import is_scheduler_address
     from ..errors import CoaccelError
 
     export = None
@@ -151,6 +152,10 @@ def run(args: argparse.Namespace) -> int:
             except ImportError:
                 raise CoaccelError("--export parquet needs pyarrow: pip install pyarrow") from None
         export = (fmt, out_file(Path(path), "--export"))
+    if args.scheduler is not None and not is_scheduler_address(args.scheduler):
+        raise CoaccelError(
+            f"--scheduler {args.scheduler!r}: not a Dask scheduler address; give tcp://host:port"
+        )
     out_file(args.store, "--store")
     spec = load_spec(args.spec)
     bar = ProgressBar(sys.stderr) if sys.stderr.isatty() and not args.quiet else None

@@ -55,6 +55,7 @@ __all__ = [
     "Stage",
     "Strategy",
     "SweepSpec",
+    "is_scheduler_address",
     "load_spec",
     "parse_expr",
     "satisfiable",
@@ -732,11 +733,16 @@ _MISSING = object()
 _SCHEDULER = re.compile(r"^(tcp|tls|ucx|inproc)://[^\s/:]+(:\d{1,5})?/?$")
 
 
+def is_scheduler_address(text: str) -> bool:
+    """Whether ``text`` looks like a Dask scheduler address (``tcp://host:port``, ``tls://``...)."""
+    return bool(_SCHEDULER.match(text))
+
+
 def _check_execution(src: str, spec: SweepSpec, modes: typing.Sequence[str]) -> list[Problem]:
     """The scheduler, executor and stages keys."""
     out: list[Problem] = []
     if spec.scheduler is not None:
-        if not _SCHEDULER.match(spec.scheduler):
+        if not is_scheduler_address(spec.scheduler):
             out.append(
                 Problem(
                     src,

@@ -8,11 +8,12 @@ import sys
 import textwrap
 
 import pytest
+from testkit import require_module
 
 from coaccel.dse import Store, Strategy, combinations, expand, load_spec, run_sweep
 from coaccel.errors import CoaccelError
 
-pytest.importorskip("optuna")
+require_module("optuna", "pip install -e '.[dse]'")
 
 SPEC = """\
 version: 1
