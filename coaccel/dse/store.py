@@ -172,7 +172,7 @@ class Store:
             before = self._db.total_changes
             cur.executemany(
                 f"INSERT OR IGNORE INTO points VALUES ({','.join('?' * len(_COLUMNS))})",
-                [r._tuple() for r in rows],
+                (r._tuple() for r in rows),
             )
             cur.execute("COMMIT")
         except BaseException:
