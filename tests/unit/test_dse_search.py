@@ -167,3 +167,56 @@ def test_nsga2_needs_objectives(tmp_path):
     p.write_text(textwrap.dedent(text))
     with pytest.raises(ConfigError, match=r"objectives: .*strategy nsga2 needs at least one"):
         load_spec(p)
+
+
+KILL_SPEC = """\
+version: 1
+base: hbq_e_28nm
+workloads: [llama-3.2-1b:prefill_128, llama-3.2-1b:prefill_256, llama-3.2-1b:prefill_512]
+parameters:
+  pe_array.n_pes: [16, 32, 64]
+  buffers.psum.size_kib: [68, 136]
+  freq_mhz: {start: 300, stop: 700, step: 25}
+strategy: {kind: nsga2, seed: 5, population: 8, generations: 6}
+objectives:
+  - {metric: edp_js, goal: minimize}
+  - {metric: area_mm2, goal: minimize}
+"""
+
+
+@pytest.mark.slow
+def test_nsga2_killed_then_resumed(tmp_path):
+    import signal
+    import sqlite3
+    import subprocess
+    import time
+
+    spec = tmp_path / "k.yaml"
+    spec.write_text(KILL_SPEC)
+    db = tmp_path / "k.sqlite"
+    cmd = [sys.executable, "-m", "coaccel.cli", "sweep", str(spec), "--store", str(db),
+           "--batch-size", "1"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def count() -> int:
+        try:
+            con = sqlite3.connect(db, timeout=5)
+            try:
+                return int(con.execute("SELECT COUNT(*) FROM points").fetchone()[0])
+            finally:
+                con.close()
+        except sqlite3.OperationalError:
+            return 0
+
+    deadline = time.monotonic() + 120
+    while count() < 30 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    assert proc.returncode == -signal.SIGKILL, "the search finished before it could be killed"
+    before = _rows(db)
+    s = run_sweep(spec, db)
+    assert s.skipped == len(before) and s.evaluated == s.total - len(before) > 0
+    fresh = tmp_path / "f.sqlite"
+    run_sweep(spec, fresh)
+    _same(_rows(db), _rows(fresh))  # the resumed search ends where an uninterrupted one does
