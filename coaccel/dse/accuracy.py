@@ -92,6 +92,7 @@ class AccuracyScorer:
         t, path = find_arch(base_path)
         self._base = t.load_arch(path)
         self._memo: dict[tuple[tuple[str, Any], ...], float] = {}
+        self._failed: dict[tuple[tuple[str, Any], ...], Exception] = {}
         self._settings = dataclasses.asdict(accuracy)
         self.studies_run = 0
         self.base_sqnr_db = self._score({})
@@ -102,13 +103,24 @@ class AccuracyScorer:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def _score(self, fmt_params: Mapping[str, Any]) -> float:
+        memo_key = tuple(sorted(fmt_params.items()))
+        if memo_key in self._memo:
+            return self._memo[memo_key]
+        if memo_key in self._failed:  # the same setting fails the same way: do not rerun
+            raise self._failed[memo_key]
+        try:
+            value = self._compute(fmt_params)
+        except Exception as e:
+            self._failed[memo_key] = e
+            raise
+        self._memo[memo_key] = value
+        return value
+
+    def _compute(self, fmt_params: Mapping[str, Any]) -> float:
         from ..config import override
         from ..sim.hbq_asic.config import operand_format
         from ..studies.quant import study_operand_formats
 
-        memo_key = tuple(sorted(fmt_params.items()))
-        if memo_key in self._memo:
-            return self._memo[memo_key]
         arch = override(self._base, dict(fmt_params)) if fmt_params else self._base
         setting = format_setting(arch)
         key = self.key(setting)
@@ -140,7 +152,6 @@ class AccuracyScorer:
                 time.perf_counter() - t0,
                 __version__,
             )
-        self._memo[memo_key] = value
         return value
 
     def metrics(self, params: Mapping[str, Any]) -> dict[str, tuple[float, str]]:

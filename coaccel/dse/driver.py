@@ -363,7 +363,18 @@ def _run(
 
             points = nsga2_points(ls, digest, run_batch)
             rows = found
-            sw.stage_total = len(points)
+            sw.stage_total = len(points)  # the distinct points proposed: the bar ends full
+            if progress is not None:
+                progress(
+                    Progress(
+                        len(points),
+                        sw.stage_skipped,
+                        sw.stage_done,
+                        sw.stage_failed,
+                        time.perf_counter() - sw.t0,
+                        stage.name,
+                    )
+                )
         else:
             if i == 0:
                 points = expand(ls.spec, ls.constraints, digest, ls.source)

@@ -834,6 +834,26 @@ def _check_accuracy(
                 f"the {kind} architecture has no formats.weight / formats.activation to score",
             )
         ]
+    from ..sim.hbq_asic.config import operand_format
+
+    for role in ("weight", "activation"):
+        try:
+            fmt = operand_format(base, role)  # type: ignore[arg-type]
+        except (TypeError, ValueError, AttributeError) as e:
+            fmt, why = None, str(e)
+        else:
+            why = ""
+        if not hasattr(fmt, "quantize_blocks"):
+            name = getattr(getattr(formats, role), "format", "?")
+            out.append(
+                Problem(
+                    src,
+                    "accuracy",
+                    "...",
+                    f"the base architecture's formats.{role} ({name!r}) is not a registered "
+                    f"block format the accuracy study can quantize{': ' + why if why else ''}",
+                )
+            )
     try:
         model_dir()
         have_real = True

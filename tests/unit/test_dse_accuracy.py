@@ -148,3 +148,37 @@ def test_accuracy_metric_without_accuracy_block(tmp_path):
     keys = {q.key for q in e.value.problems}
     assert {"limits[0]", "objectives[1].metric"} <= keys
     assert "no result computes metric 'accuracy_loss_db'" in str(e.value)
+
+
+def test_accuracy_refuses_unscaled_formats(tmp_path):
+    p = tmp_path / "w.yaml"
+    text = SPEC.replace("base: hbq_e_28nm", "base: woq_w4a16_28nm").replace("ACC", SYN)
+    p.write_text(text.replace("PES", "[16]").split("parameters:")[0] + "parameters:\n"
+                 "  pe_array.n_pes: [16]\naccuracy: " + SYN + "\n")  # fmt: skip
+    with pytest.raises(ConfigError) as e:
+        load_spec(p)
+    msgs = [str(q) for q in e.value.problems if q.key == "accuracy"]
+    assert msgs and "formats.activation ('fp16') is not a registered block format" in msgs[0]
+
+
+def test_accuracy_of_a_non_hbq_block_format(tmp_path):
+    p = tmp_path / "m.yaml"
+    p.write_text(
+        "version: 1\nbase: mxfp4_28nm\nworkloads: [llama-3.2-1b:prefill_128]\n"
+        "parameters:\n  pe_array.n_pes: [16, 32]\naccuracy: " + SYN + "\n"
+    )
+    db = tmp_path / "m.sqlite"
+    s = run_sweep(p, db)
+    assert s.accuracy_studies == 1 and s.failed == 0
+    cfg = QuantStudyConfig(
+        formats=("mxfp4",),
+        data=("synthetic",),
+        synthetic=SyntheticDataConfig(
+            distributions=("student_t",), tokens=32, in_features=256, out_features=64
+        ),
+    )
+    want = run_quant_study(cfg, rng=np.random.default_rng(2)).row("mxfp4", "student_t", "gemm")
+    with Store(db) as st:
+        for r in st.rows():
+            assert r.metrics["accuracy_sqnr_db"][0] == want.sqnr_db
+            assert r.metrics["accuracy_loss_db"][0] == 0.0
