@@ -838,7 +838,7 @@ def _check_accuracy(
 
     for role in ("weight", "activation"):
         try:
-            fmt = operand_format(base, role)  # type: ignore[arg-type]
+            fmt = operand_format(base, role)
         except (TypeError, ValueError, AttributeError) as e:
             fmt, why = None, str(e)
         else:
