@@ -126,7 +126,7 @@ class FrozenMap(Mapping[str, V]):
         items: a mapping or an iterable of ``(key, value)`` pairs; values must be hashable.
     """
 
-    __slots__ = ("_d",)
+    __slots__ = ("_d", "__weakref__")
 
     def __init__(self, items: Mapping[str, V] | typing.Iterable[tuple[str, V]] = ()) -> None:
         self._d: dict[str, V] = dict(items)
@@ -804,20 +804,8 @@ def _canonical_fields(obj: Any, head: list[tuple[str, str]]) -> str:
 
 def _canonical(v: Any) -> str:
     """The canonical JSON of a part of a validated config (exactly ``json.dumps`` of its dump,
-    keys sorted); each nested dataclass's text is kept, so a variant that shares sub-blocks with
-    its base re-encodes only the blocks on its changed paths."""
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        key = id(v)
-        hit = _TEXTS.get(key)
-        if hit is not None and hit[0]() is v:
-            return hit[1]
-        text = _canonical_fields(v, [])
-        try:
-            ref = weakref.ref(v, functools.partial(_forget_text, key))
-        except TypeError:
-            return text
-        _TEXTS[key] = (ref, text)
-        return text
+    keys sorted); each nested dataclass's and FrozenMap's text is kept, so a variant that shares
+    sub-blocks with its base re-encodes only the blocks on its changed paths."""
     tp = type(v)
     if tp is str:
         return _json_str(v)
@@ -829,6 +817,23 @@ def _canonical(v: Any) -> str:
         return "null"
     if tp is bool:
         return "true" if v else "false"
+    frozen_map = tp is FrozenMap
+    if frozen_map or (dataclasses.is_dataclass(v) and not isinstance(v, type)):
+        key = id(v)
+        hit = _TEXTS.get(key)
+        if hit is not None and hit[0]() is v:
+            return hit[1]
+        if frozen_map:
+            pairs = sorted((k, _canonical(x)) for k, x in v.items())
+            text = "{" + ",".join(_JSON.encode(k) + ":" + t for k, t in pairs) + "}"
+        else:
+            text = _canonical_fields(v, [])
+        try:
+            ref = weakref.ref(v, functools.partial(_forget_text, key))
+        except TypeError:
+            return text
+        _TEXTS[key] = (ref, text)
+        return text
     if isinstance(v, tuple):
         return "[" + ",".join(_canonical(x) for x in v) + "]"
     if isinstance(v, Mapping):

@@ -438,7 +438,8 @@ class HbqArchConfig:
             )
         if not out:
             out.extend(Problem("", k, v, m) for k, v, m in _plan_problems(self))
-        valid = _field_paths(type(self))
+        cls: type = type(self)
+        valid = _field_paths(cls)
         for key in self.sources:
             if key not in valid:
                 msg = f"{key!r} is not a field of {type(self).__name__}"
@@ -787,7 +788,8 @@ def attention_tiles(
 # Loading
 
 
-def _field_paths(cls: type, prefix: str = "") -> set[str]:
+@functools.cache
+def _field_paths(cls: type, prefix: str = "") -> frozenset[str]:
     out = set()
     for f in dataclasses.fields(cls):
         path = f"{prefix}{f.name}"
@@ -795,7 +797,7 @@ def _field_paths(cls: type, prefix: str = "") -> set[str]:
         sub = _NESTED.get((cls.__name__, f.name))
         if sub is not None:
             out |= _field_paths(sub, path + ".")
-    return out
+    return frozenset(out)
 
 
 _NESTED: dict[tuple[str, str], type] = {
