@@ -8,6 +8,7 @@ worker runs on a batch; each process loads the base architecture and the workloa
 
 from __future__ import annotations
 
+import functools
 import time
 import traceback
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from typing import Any
 
 from .. import __version__
 from .space import Point
+from .spec import Expr, parse_expr
 from .store import Row
 
 __all__ = ["evaluate_points"]
@@ -42,10 +44,15 @@ def _context(base_path: str, mode: str, workload: str) -> tuple[Any, Any, Any]:
     return t, base, wls[workload]
 
 
+@functools.lru_cache(maxsize=256)
+def _parsed(text: str) -> Expr:
+    """A limit expression, parsed once per process (every point of a sweep checks the same)."""
+    return parse_expr(text)
+
+
 def _evaluate_one(base_path: str, mode: str, digest: str, limits: Sequence[str], pt: Point) -> Row:
     from ..config import config_digest, override
     from ..cost import evaluate
-    from .spec import parse_expr
 
     started = time.time()
     t0 = time.perf_counter()
@@ -70,7 +77,7 @@ def _evaluate_one(base_path: str, mode: str, digest: str, limits: Sequence[str],
             metrics["area_mm2"] = (cb.total_area_um2 / 1e6, "mm2")
             metrics["edp_js"] = (cb.total_energy_j * seconds, "J*s")
         env = {k: v for k, (v, _) in metrics.items()}
-        feasible = all(parse_expr(lim)(env) for lim in limits)
+        feasible = all(_parsed(lim)(env) for lim in limits)
         return Row(
             pt.point_id,
             pt.workload,

@@ -15,7 +15,9 @@ on every shipped workload x architecture).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
@@ -98,6 +100,8 @@ _PE_SIDE = tuple(f.name for f in fields(HwParams) if f.name not in _CLOCK_SIDE)
 _PE_IDS: dict[tuple[Any, ...], int] = {}
 _TILES: dict[tuple[Any, ...], TileCycles] = {}
 _MAX_SHARED = 1 << 16
+_NEXT_ID = itertools.count()
+_PE_IDS_LOCK = threading.Lock()
 
 
 def _pe_side_id(hw: HwParams) -> int:
@@ -105,12 +109,13 @@ def _pe_side_id(hw: HwParams) -> int:
         tuple(sorted(v.items())) if isinstance(v, Mapping) else v
         for v in (getattr(hw, name) for name in _PE_SIDE)
     )
-    i = _PE_IDS.get(key)
-    if i is None:
-        if len(_PE_IDS) >= _MAX_SHARED:
-            _PE_IDS.clear()
-            _TILES.clear()
-        i = _PE_IDS[key] = len(_PE_IDS)
+    with _PE_IDS_LOCK:  # ids must stay unique when threads (a Dask worker's) share the tables
+        i = _PE_IDS.get(key)
+        if i is None:
+            if len(_PE_IDS) >= _MAX_SHARED:
+                _PE_IDS.clear()
+                _TILES.clear()
+            i = _PE_IDS[key] = next(_NEXT_ID)
     return i
 
 

@@ -25,6 +25,7 @@ from coaccel.dse import expand, load_spec
 from coaccel.dse.evaluate import evaluate_points
 from coaccel.dse.spec import parse_expr
 from coaccel.sim.common import buffer as common_buffer
+from coaccel.sim.hbq_asic import analytical
 from coaccel.sim.hbq_asic import config as hbq_config
 from coaccel.simulation import find_arch
 
@@ -63,6 +64,8 @@ def _clear_caches() -> None:
         cost_system._mac_point,
     ):
         f.cache_clear()
+    analytical._TILES.clear()
+    analytical._PE_IDS.clear()
 
 
 def _definition(base: Any, changes: dict[str, Any]) -> Any:
