@@ -127,7 +127,7 @@ class _Model:
         self._pe_id = _pe_side_id(hw)
         self._tiles: dict[tuple[Any, ...], TileCycles] = {}
         self._words: dict[tuple[str, str], int] = {}
-        self._passes: dict[tuple[str, str], int] = {}
+        self._act_step: dict[tuple[str, str], int] = {}
 
     def tile(self, m: int, n: int, k: int, rd: bool, fa: str, fb: str) -> TileCycles:
         key = (m, n, k, rd, fa, fb)
@@ -163,15 +163,18 @@ class _Model:
     def compute(self, seg: _Seg, t: TileCycles, m: int, n: int, fa: str, fb: str, count: int):
         """Array-side buffer accesses and the tile's own stall components."""
         hw = self.hw
-        seg.stall["busy"] += t.ideal * count
-        for c in ("weight_propagation", "issue_interval", "operand_passes", "pipeline_turnaround"):
-            seg.stall[c] += getattr(t, c) * count
+        stall = seg.stall
+        stall["busy"] += t.ideal * count
+        stall["weight_propagation"] += t.weight_propagation * count
+        stall["issue_interval"] += t.issue_interval * count
+        stall["operand_passes"] += t.operand_passes * count
+        stall["pipeline_turnaround"] += t.pipeline_turnaround * count
         seg.cycles += t.occupancy * count
         ksteps = t.waves // _cdiv(n, hw.n_pes)
-        passes = self._passes.get((fa, fb))
-        if passes is None:
-            passes = self._passes[(fa, fb)] = hw.passes(fa, fb)
-        seg.act_reads += m * t.waves * passes * self.act_words(fa) * count
+        words = self._act_step.get((fa, fb))
+        if words is None:  # passes x ACT words of one step (the product is exact: ints)
+            words = self._act_step[(fa, fb)] = hw.passes(fa, fb) * self.act_words(fa)
+        seg.act_reads += m * t.waves * words * count
         seg.wgt_reads += n * ksteps * self.wgt_words(fb) * count
         seg.psum_reads += t.psum_reads * count
         seg.psum_writes += t.psum_writes * count
