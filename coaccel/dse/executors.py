@@ -208,9 +208,10 @@ def _slurm_cluster(spec: SweepSpec) -> Any:
             "executor.kind slurm needs dask-jobqueue: pip install dask-jobqueue"
         ) from None
     ex = spec.executor
+    # One single-threaded worker process per core: a point holds the GIL while it runs.
     kwargs: dict[str, Any] = {
         "cores": ex.cores,
-        "processes": 1,
+        "processes": ex.cores,
         "memory": f"{ex.memory_gib:g}GiB",
     }
     if ex.queue is not None:

@@ -198,8 +198,8 @@ class ExecutorSpec:
             ``dask`` (a running Dask scheduler, named by the spec's ``scheduler:`` key or
             ``--scheduler``) or ``slurm`` (Dask workers started as Slurm jobs through
             ``dask-jobqueue``).
-        jobs: Slurm jobs to start (``slurm``), one Dask worker each.
-        cores: cores per Slurm job (``slurm``).
+        jobs: Slurm jobs to start (``slurm``).
+        cores: cores per Slurm job (``slurm``), one single-threaded Dask worker process each.
         memory_gib: memory per Slurm job, GiB (``slurm``).
         queue: Slurm partition (``slurm``; the cluster's default when absent).
         walltime_min: wall-time limit per Slurm job, minutes (``slurm``).

@@ -152,7 +152,7 @@ def test_slurm_executor_through_dask_jobqueue(tmp_path, monkeypatch):
     assert len(_FakeSlurmCluster.made) == 1
     assert _FakeSlurmCluster.made[-1] == {
         "cores": 1,
-        "processes": 1,
+        "processes": 1,  # one worker process per core
         "memory": "2GiB",
         "queue": "short",
         "walltime": "01:30:00",
