@@ -104,38 +104,37 @@ def test_unreachable_scheduler(tmp_path):
 
 
 class _FakeSlurmCluster:
-    """Stands in for dask_jobqueue.SLURMCluster: records its arguments, runs local workers."""
+    """Stands in for dask_jobqueue.SLURMCluster: records its arguments and its scale call, and
+    hands out the scheduler of a running local cluster (the test's) as its own."""
 
     made: list[dict] = []
+    local = None
+    closed = 0
 
     def __init__(self, **kwargs):
-        from distributed import LocalCluster
-
         type(self).made.append(kwargs)
-        self._local = LocalCluster(
-            n_workers=0, threads_per_worker=1, processes=True, dashboard_address=None
-        )
-        self.scheduler_address = self._local.scheduler_address
+        self.scheduler_address = type(self).local.scheduler_address
         self.scale_calls: list[dict] = []
 
     def scale(self, **kw):
         self.scale_calls.append(kw)
-        self._local.scale(kw["jobs"])
+        type(self).made.append({"scale": kw})
 
     def __getattr__(self, name):  # the rest of the cluster interface, for Client(cluster)
-        return getattr(self._local, name)
+        return getattr(type(self).local, name)
 
     def close(self):
-        self._local.close()
+        type(self).closed += 1  # the test's cluster stays up
 
 
 @pytest.mark.dist
-def test_slurm_executor_through_dask_jobqueue(tmp_path, monkeypatch):
-    require_module("distributed", "pip install -e '.[dist]'")
+def test_slurm_executor_through_dask_jobqueue(tmp_path, monkeypatch, cluster):
     fake = types.ModuleType("dask_jobqueue")
     fake.SLURMCluster = _FakeSlurmCluster
     monkeypatch.setitem(sys.modules, "dask_jobqueue", fake)
     _FakeSlurmCluster.made.clear()
+    _FakeSlurmCluster.local = cluster
+    _FakeSlurmCluster.closed = 0
     spec = tmp_path / "s.yaml"
     spec.write_text(
         SPEC.replace(
@@ -149,14 +148,17 @@ def test_slurm_executor_through_dask_jobqueue(tmp_path, monkeypatch):
     plain.write_text(SPEC.replace("EXTRA", ""))
     run_sweep(load_spec(plain), local)
     s = run_sweep(load_spec(spec), tmp_path / "s.sqlite", workers=1)
-    assert len(_FakeSlurmCluster.made) == 1
-    assert _FakeSlurmCluster.made[-1] == {
-        "cores": 1,
-        "processes": 1,  # one worker process per core
-        "memory": "2GiB",
-        "queue": "short",
-        "walltime": "01:30:00",
-    }
+    assert _FakeSlurmCluster.made == [
+        {
+            "cores": 1,
+            "processes": 1,  # one worker process per core
+            "memory": "2GiB",
+            "queue": "short",
+            "walltime": "01:30:00",
+        },
+        {"scale": {"jobs": 2}},
+    ]
+    assert _FakeSlurmCluster.closed == 1  # the jobs are released when the sweep ends
     assert s.evaluated == 36 and s.skipped == 0
     _assert_same_rows(_rows(local), _rows(tmp_path / "s.sqlite"))
 
