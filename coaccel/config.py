@@ -32,6 +32,7 @@ import numbers
 import reprlib
 import types
 import typing
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -125,7 +126,7 @@ class FrozenMap(Mapping[str, V]):
         items: a mapping or an iterable of ``(key, value)`` pairs; values must be hashable.
     """
 
-    __slots__ = ("_d",)
+    __slots__ = ("_d", "__weakref__")
 
     def __init__(self, items: Mapping[str, V] | typing.Iterable[tuple[str, V]] = ()) -> None:
         self._d: dict[str, V] = dict(items)
@@ -607,6 +608,7 @@ def _load_data(data: Any, cls: type, ctx: _Ctx) -> Any:
     if len(ctx.problems) > n_before:
         return _BAD
     ctx.validated.add(id(obj))
+    _mark_validated(obj)
     return obj
 
 
@@ -751,6 +753,162 @@ def _include(ref: str, cls: type, key: str, ctx: _Ctx) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
+# Configs known to be valid, and their digests
+#
+# A config that came out of the loader (or out of :func:`override`) passed every check and holds
+# only immutable values (frozen dataclasses, tuples, FrozenMap, scalars), so its digest can be
+# kept and a variant of it needs checking only along the paths that changed. Entries are keyed
+# by ``id`` and hold a weak reference, so a reused id never matches a dead config.
+
+_VALID: dict[int, list[Any]] = {}  # id -> [weakref to the config, its digest or None]
+
+
+def _forget(key: int, ref: weakref.ref) -> None:
+    entry = _VALID.get(key)
+    if entry is not None and entry[0] is ref:
+        del _VALID[key]
+
+
+def _mark_validated(obj: Any) -> None:
+    key = id(obj)
+    try:
+        ref = weakref.ref(obj, functools.partial(_forget, key))
+    except TypeError:  # a schema without __weakref__ (slots): not remembered
+        return
+    _VALID[key] = [ref, None]
+
+
+def _valid_entry(obj: Any) -> list[Any] | None:
+    entry = _VALID.get(id(obj))
+    if entry is None or entry[0]() is not obj:
+        return None
+    return entry
+
+
+_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+_json_str = json.encoder.encode_basestring_ascii  # what json.dumps(ensure_ascii=True) uses
+_TEXTS: dict[int, tuple[weakref.ref, str]] = {}  # id -> (weakref, canonical JSON of a sub-block)
+
+
+def _forget_text(key: int, ref: weakref.ref) -> None:
+    entry = _TEXTS.get(key)
+    if entry is not None and entry[0] is ref:
+        del _TEXTS[key]
+
+
+def _canonical_fields(obj: Any, head: list[tuple[str, str]]) -> str:
+    items = head + [(f.name, _canonical(getattr(obj, f.name))) for f in dataclasses.fields(obj)]
+    items.sort(key=lambda kv: kv[0])
+    return "{" + ",".join(_json_str(k) + ":" + t for k, t in items) + "}"
+
+
+def _canonical(v: Any) -> str:
+    """The canonical JSON of a part of a validated config (exactly ``json.dumps`` of its dump,
+    keys sorted); each nested dataclass's and FrozenMap's text is kept, so a variant that shares
+    sub-blocks with its base re-encodes only the blocks on its changed paths."""
+    tp = type(v)
+    if tp is str:
+        return _json_str(v)
+    if tp is int:
+        return int.__repr__(v)
+    if tp is float and math.isfinite(v):
+        return float.__repr__(v)
+    if v is None:
+        return "null"
+    if tp is bool:
+        return "true" if v else "false"
+    frozen_map = tp is FrozenMap
+    if frozen_map or (dataclasses.is_dataclass(v) and not isinstance(v, type)):
+        key = id(v)
+        hit = _TEXTS.get(key)
+        if hit is not None and hit[0]() is v:
+            return hit[1]
+        if frozen_map:
+            pairs = sorted((k, _canonical(x)) for k, x in v.items())
+            text = "{" + ",".join(_JSON.encode(k) + ":" + t for k, t in pairs) + "}"
+        else:
+            text = _canonical_fields(v, [])
+        try:
+            ref = weakref.ref(v, functools.partial(_forget_text, key))
+        except TypeError:
+            return text
+        _TEXTS[key] = (ref, text)
+        return text
+    if isinstance(v, tuple):
+        return "[" + ",".join(_canonical(x) for x in v) + "]"
+    if isinstance(v, Mapping):
+        pairs = sorted((k, _canonical(x)) for k, x in v.items())
+        return "{" + ",".join(_JSON.encode(k) + ":" + t for k, t in pairs) + "}"
+    return _JSON.encode(v)
+
+
+@functools.cache
+def _field_info(cls: type, name: str) -> _FieldInfo | None:
+    return next((i for i in _schema_fields(cls) if i.name == name), None)
+
+
+def _override_fast(obj: Any, changes: Mapping[str, Any], source: str) -> Any:
+    """:func:`override` of a validated config without re-validating what did not change.
+
+    Returns the new config, or None when the slow path must decide (the base was not validated,
+    a path does not lead through dataclass fields, two paths overlap, or any check fails: the
+    slow path then reports every problem exactly as it always has). Sub-blocks off the changed
+    paths are kept as they are: their ``validate()`` rules see only their own fields, which did
+    not change; every new value and every dataclass on a changed path is checked.
+    """
+    if _valid_entry(obj) is None:
+        return None
+    tree: dict[str, Any] = {}
+    ctx = _Ctx(source, None, [])
+    leaf = object()
+    for dotted, value in changes.items():
+        parts = dotted.split(".")
+        node, sub = obj, tree
+        for part in parts[:-1]:
+            cls: type = type(node)
+            if _field_info(cls, part) is None:
+                return None
+            node = getattr(node, part)
+            if not (dataclasses.is_dataclass(node) and not isinstance(node, type)):
+                return None  # an unset Optional section, a mapping, a list: the slow path
+            nxt = sub.setdefault(part, {})
+            if not isinstance(nxt, dict):
+                return None  # overlaps a shorter path
+            sub = nxt
+        owner: type = type(node)
+        info = _field_info(owner, parts[-1])
+        if info is None or parts[-1] in sub:
+            return None  # an unknown key, or overlapping paths
+        converted = _convert(value, info.tp, dotted, info, ctx)
+        if ctx.problems:
+            return None
+        _validate_tree(converted, dotted, ctx)
+        if ctx.problems:
+            return None
+        sub[parts[-1]] = (leaf, converted)
+
+    def rebuild(node: Any, sub: dict[str, Any]) -> Any:
+        kwargs = {}
+        for name, x in sub.items():
+            if isinstance(x, tuple) and x and x[0] is leaf:
+                kwargs[name] = x[1]
+            else:
+                kwargs[name] = rebuild(getattr(node, name), x)
+                if kwargs[name] is None:
+                    return None
+        new = dataclasses.replace(node, **kwargs)
+        check = getattr(new, "validate", None)
+        if check is not None and check():
+            return None
+        return new
+
+    new = rebuild(obj, tree)
+    if new is not None:
+        _mark_validated(new)
+    return new
+
+
+# ---------------------------------------------------------------------------------------------
 # Public functions
 
 
@@ -852,8 +1010,18 @@ def config_digest(obj: Any) -> str:
     Returns:
         64 lower-case hex digits.
     """
-    text = json.dumps(dump_config(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()
+    entry = _valid_entry(obj)
+    if entry is None:
+        text = json.dumps(
+            dump_config(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=True
+        )
+        return hashlib.sha256(text.encode("ascii")).hexdigest()
+    if entry[1] is None:  # a validated config is immutable: its digest cannot change
+        version = _version_of(type(obj))
+        head = [] if version is None else [("version", _JSON.encode(version))]
+        text = _canonical_fields(obj, head)
+        entry[1] = hashlib.sha256(text.encode("ascii")).hexdigest()
+    return entry[1]
 
 
 def override(obj: T, changes: Mapping[str, Any]) -> T:
@@ -872,8 +1040,11 @@ def override(obj: T, changes: Mapping[str, Any]) -> T:
         ConfigError: every problem, with dotted keys, the file shown as
             ``<override of SchemaName>``.
     """
-    data = dump_config(obj)
     source = f"<override of {type(obj).__name__}>"
+    fast = _override_fast(obj, changes, source)
+    if fast is not None:
+        return fast
+    data = dump_config(obj)
     problems = []
     for dotted, value in changes.items():
         parts = dotted.split(".")
@@ -907,6 +1078,7 @@ def override(obj: T, changes: Mapping[str, Any]) -> T:
             _validate_tree(new, "", ctx)
         if ctx.problems:
             raise ConfigError(ctx.problems)
+        _mark_validated(new)
         return new
     return load_config_dict(data, cls, source=source)
 

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import shutil
 import sys
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from ._args import int_in, out_file
+from ._args import add_output_flags, int_in, out_file
 
 EPILOG = """\
 examples:
   coaccel sweep arch_configs/sweeps/hbq_pe_psum.yaml --store hbq.sqlite
   coaccel sweep my_sweep.yaml --store runs.sqlite --workers 2 --export csv runs.csv
+  coaccel sweep my_sweep.yaml --store runs.sqlite --scheduler tcp://scheduler-host:8786
 Rerunning a spec on the same store evaluates only the points it does not hold yet, so an
-interrupted sweep resumes where it stopped. Then 'coaccel sweep-report STORE --spec SPEC'
-writes the sweep's report (Pareto fronts, the selected design's cost breakdown, one HTML page);
-'coaccel report' is the area/energy report of named HBQ ASIC architectures.
+interrupted sweep resumes where it stopped (stage by stage, for a spec with stages). Then
+'coaccel sweep-report STORE --spec SPEC' writes the sweep's report (Pareto fronts, the selected
+design's cost breakdown, one HTML page); 'coaccel report' is the area/energy report of named HBQ
+ASIC architectures.
 """
 
 
@@ -30,10 +36,11 @@ def register(subparsers: Any) -> None:
         "sweep",
         help="run a design-space sweep (simulate + cost every point) into a result store",
         description=(
-            "Expand a sweep spec (architecture parameters x workloads; grid, random or Latin "
-            "hypercube; filtered by constraints), simulate and cost every point not yet in the "
-            "store on a local process pool, and write the rows to an SQLite store as each batch "
-            "finishes."
+            "Expand a sweep spec (architecture parameters x workloads; grid, random, Latin "
+            "hypercube or an NSGA-II search; filtered by constraints; optionally in stages of "
+            "rising fidelity and with accuracy scored per number format), simulate and cost "
+            "every point not yet in the store on a local process pool or a Dask cluster, and "
+            "write the rows to an SQLite store as each batch finishes."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -41,7 +48,18 @@ def register(subparsers: Any) -> None:
     p.add_argument("spec", metavar="SPEC", help="sweep spec YAML (arch_configs/sweeps/*.yaml)")
     p.add_argument("--store", metavar="PATH", required=True, type=Path, help="SQLite result store")
     p.add_argument(
-        "--workers", metavar="N", type=int_in(1, 1024), default=1, help="processes (default 1)"
+        "--workers",
+        metavar="N",
+        type=int_in(1, 1024),
+        default=1,
+        help="local processes (default 1; ignored with a Dask scheduler)",
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="evaluate on the Dask cluster of this scheduler (tcp://host:port); overrides the "
+        "spec's scheduler: key",
     )
     p.add_argument(
         "--batch-size",
@@ -56,23 +74,74 @@ def register(subparsers: Any) -> None:
         metavar=("FORMAT", "PATH"),
         help="after the sweep, export every stored row: FORMAT is csv or parquet",
     )
+    add_output_flags(p, json_help="print the sweep's summary as JSON")
     p.set_defaults(func=run, command="sweep")
 
 
-def _progress_line(p: Any) -> None:
-    eta = "?" if p.eta_s is None else f"{p.eta_s:.0f} s"
-    print(
-        f"\r  {p.done + p.skipped}/{p.total} points ({p.failed} failed, {p.skipped} stored "
-        f"before), {p.rate_per_s:.1f} points/s, ETA {eta}   ",
-        end="",
-        file=sys.stderr,
-        flush=True,
-    )
+def _clock(seconds: float) -> str:
+    s = int(round(seconds))
+    h, rem = divmod(s, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class ProgressBar:
+    """A one-line live progress bar on a terminal: stage, bar, points done and failed, rate, ETA.
+
+    Redraws at most ``fps`` times a second (and always on a batch that ends a stage).
+
+    Args:
+        stream: the terminal (stderr).
+        fps: redraws per second at most.
+    """
+
+    def __init__(self, stream: TextIO, fps: float = 10.0) -> None:
+        self.stream = stream
+        self.min_dt = 1.0 / fps
+        self._last = 0.0
+        self._drawn = False
+        self._stage = ""
+
+    def line(self, p: Any, width: int) -> str:
+        """The bar's text for a :class:`~coaccel.dse.Progress`, fitted to ``width`` columns."""
+        done = p.done + p.skipped
+        frac = min(1.0, done / p.total) if p.total else 1.0
+        eta = "--:--" if p.eta_s is None else _clock(p.eta_s)
+        stage = f"{p.stage} " if p.stage else ""
+        tail = (
+            f" {done}/{p.total} ({p.failed} failed, {p.skipped} stored) "
+            f"{p.rate_per_s:.1f} pts/s ETA {eta}"
+        )
+        room = max(10, min(40, width - len(stage) - len(tail) - 3))
+        fill = int(round(frac * room))
+        return f"{stage}[{'#' * fill}{'.' * (room - fill)}]{tail}"[: max(20, width - 1)]
+
+    def __call__(self, p: Any) -> None:
+        now = time.monotonic()
+        new_stage = p.stage != self._stage
+        finished = p.done + p.skipped >= p.total
+        if new_stage and self._drawn:
+            self.stream.write("\n")
+        self._stage = p.stage
+        if not (finished or new_stage) and now - self._last < self.min_dt:
+            return
+        self._last = now
+        width = shutil.get_terminal_size((100, 20)).columns
+        self.stream.write("\r" + self.line(p, width).ljust(width - 1))
+        self.stream.flush()
+        self._drawn = True
+
+    def close(self) -> None:
+        """End the bar's line."""
+        if self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the sweep; returns 0 (failed points are recorded in the store, not an error)."""
     from ..dse import Store, load_spec, run_sweep
+    from ..dse.spec import is_scheduler_address
     from ..errors import CoaccelError
 
     export = None
@@ -86,25 +155,59 @@ def run(args: argparse.Namespace) -> int:
             except ImportError:
                 raise CoaccelError("--export parquet needs pyarrow: pip install pyarrow") from None
         export = (fmt, out_file(Path(path), "--export"))
+    if args.scheduler is not None and not is_scheduler_address(args.scheduler):
+        raise CoaccelError(
+            f"--scheduler {args.scheduler!r}: not a Dask scheduler address; give tcp://host:port"
+        )
     out_file(args.store, "--store")
     spec = load_spec(args.spec)
-    tty = sys.stderr.isatty()
+    bar = ProgressBar(sys.stderr) if sys.stderr.isatty() and not args.quiet else None
+    say = not args.quiet and not args.json
     with Store(args.store) as store:
-        s = run_sweep(
-            spec,
-            store,
-            workers=args.workers,
-            batch_size=args.batch_size,
-            progress=_progress_line if tty else None,
-        )
-        if tty:
-            print(file=sys.stderr)
+        try:
+            s = run_sweep(
+                spec,
+                store,
+                workers=args.workers,
+                batch_size=args.batch_size,
+                progress=bar,
+                scheduler=args.scheduler,
+            )
+        finally:
+            if bar is not None:
+                bar.close()
+        exported = None
+        if export is not None:
+            fmt, path = export
+            exported = (store.to_csv if fmt == "csv" else store.to_parquet)(path)
+        if args.json:
+            doc = dataclasses.asdict(s) | {
+                "store": str(args.store),
+                "export": None if exported is None else str(exported),
+            }
+            json.dump(doc, sys.stdout, indent=1)
+            sys.stdout.write("\n")
+            return 0
         print(
             f"{s.total} points: {s.skipped} already stored, {s.evaluated} evaluated "
             f"({s.failed} failed) in {s.elapsed_s:.1f} s -> {args.store}"
         )
-        if export is not None:
-            fmt, path = export
-            (store.to_csv if fmt == "csv" else store.to_parquet)(path)
-            print(f"exported {len(store)} rows -> {path}")
+        if say and len(s.stages) > 1:
+            for st in s.stages:
+                print(
+                    f"  stage {st.name} ({st.mode}): {st.total} points, {st.skipped} stored, "
+                    f"{st.evaluated} evaluated ({st.failed} failed)"
+                )
+        if say and s.accuracy_data is not None:
+            what = (
+                "all-MiniLM-L6-v2 weights and activations"
+                if s.accuracy_data == "real"
+                else "a seeded synthetic GEMM problem"
+            )
+            print(
+                f"  accuracy: GEMM-output SQNR on {what}; {s.accuracy_studies} format "
+                "setting(s) scored now, the others from the store's cache"
+            )
+        if say and exported is not None:
+            print(f"exported {len(store)} rows -> {exported}")
     return 0

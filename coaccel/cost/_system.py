@@ -36,6 +36,7 @@ comparison with its figures compares like with like.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -144,6 +145,14 @@ def mac_point(mac: MacArray, node_nm: float = 28) -> PePoint:
     Raises:
         CoaccelError: published figures under a key the cost tables do not have.
     """
+    return _mac_point(mac.name, mac.cost_model, mac.fmt, node_nm)
+
+
+@functools.lru_cache(maxsize=1024)
+def _mac_point(name: str, cost_model: str, fmt: Any, node_nm: float) -> PePoint:
+    # The per-MAC figures depend on the formats and the node only, not on how many MACs a
+    # design has or ran: design points of a sweep share them.
+    mac = MacArray(name=name, units=0, macs=0, cost_model=cost_model, fmt=fmt)
     pe = _pe_format(mac)
     nf = node_factors(node_nm)
     if pe is None:
@@ -165,7 +174,7 @@ def mac_point(mac: MacArray, node_nm: float = 28) -> PePoint:
             e.value * nf.energy * e_rel,
             f"published: {a.source} / {e.source}",
         )
-    c = pe_model().predict(pe, node_nm)
+    c = pe_model().predict(pe, node_nm)  # one fitted model per process
     return PePoint(
         c.area_um2_per_mac,
         c.area_sigma_um2_per_mac,

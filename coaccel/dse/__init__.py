@@ -1,12 +1,13 @@
-"""Design-space exploration: sweep specs, a process-pool driver and a resumable result store.
+"""Design-space exploration: sweep specs, executors, search, and a resumable result store.
 
 * :func:`load_spec` reads a sweep spec (``arch_configs/sweeps/*.yaml``, schema
   :class:`SweepSpec`) and checks it against the base architecture.
 * :func:`expand` turns it into :class:`Point` s (grid, seeded random, Latin hypercube; filtered
-  by constraints).
-* :func:`run_sweep` evaluates the points not stored yet (simulate + cost) on a local process
-  pool and writes each batch to a :class:`Store` (SQLite), which exports CSV, Parquet and
-  pandas DataFrames.
+  by constraints); :func:`nsga2_points` searches the same space adaptively (NSGA-II).
+* :func:`run_sweep` evaluates the points not stored yet (simulate + cost, and the accuracy of
+  each distinct number format), stage by stage, in this process, on a local process pool or on
+  a Dask cluster (:func:`open_executor`), and writes each batch to a :class:`Store` (SQLite),
+  which exports CSV, Parquet and pandas DataFrames.
 
 * :func:`pareto_mask` and :func:`hypervolume` extract the non-dominated points of any number
   of objectives and measure the front.
@@ -18,15 +19,28 @@
 sweep report.
 """
 
-from .driver import Progress, SweepSummary, evaluate_points, run_sweep
-from .pareto import hypervolume, pareto_mask, to_minimization
+from .driver import Progress, StageSummary, SweepSummary, evaluate_points, run_sweep
+from .executors import DaskExecutor, Executor, InlineExecutor, PoolExecutor, open_executor
+from .pareto import (
+    front_with_margin,
+    hypervolume,
+    pareto_mask,
+    pareto_ranks,
+    to_minimization,
+    top_k_by_rank,
+)
+from .search import nsga2_points
 from .space import Point, combinations, expand, point_id
 from .spec import (
+    ACCURACY_METRICS,
     COST_METRICS,
+    AccuracySpec,
+    ExecutorSpec,
     Expr,
     LoadedSpec,
     Objective,
     ParamRange,
+    Stage,
     Strategy,
     SweepSpec,
     load_spec,
@@ -37,14 +51,23 @@ from .spec import (
 from .store import Row, Store
 
 __all__ = [
+    "ACCURACY_METRICS",
     "COST_METRICS",
+    "AccuracySpec",
+    "DaskExecutor",
+    "Executor",
+    "ExecutorSpec",
     "Expr",
+    "InlineExecutor",
     "LoadedSpec",
     "Objective",
     "ParamRange",
     "Point",
+    "PoolExecutor",
     "Progress",
     "Row",
+    "Stage",
+    "StageSummary",
     "Store",
     "Strategy",
     "SweepSpec",
@@ -52,13 +75,18 @@ __all__ = [
     "combinations",
     "evaluate_points",
     "expand",
+    "front_with_margin",
     "hypervolume",
     "load_spec",
+    "nsga2_points",
+    "open_executor",
     "pareto_mask",
+    "pareto_ranks",
     "parse_expr",
     "point_id",
     "run_sweep",
     "satisfiable",
     "spec_digest",
     "to_minimization",
+    "top_k_by_rank",
 ]

@@ -2,29 +2,34 @@
 
 Each point is :func:`coaccel.simulate` on the base architecture with the point's overrides,
 then :func:`coaccel.cost.evaluate`; its row holds every ``metrics()`` entry plus ``energy_j``,
-``area_mm2`` and ``edp_js``, each with its unit. Points go to a local process pool in batches
-(so that millisecond points do not drown the pool in messages); each process loads the base
-architecture and the workloads once. A point that raises is stored as ``failed`` with its
+``area_mm2`` and ``edp_js``, each with its unit (and the accuracy metrics when the spec scores
+accuracy). Points go to an executor (this process, a local process pool, or Dask) in batches,
+so that millisecond points do not drown the workers in messages; each worker process loads the
+base architecture and the workloads once. A point that raises is stored as ``failed`` with its
 traceback and the sweep goes on. Every finished batch is written in one transaction.
+
+A sweep runs stage by stage: the first stage evaluates the strategy's points (a grid, a sample,
+or NSGA-II's proposals generation by generation); each later stage re-runs a selection of the
+previous stage's points (its Pareto front, widened by a margin, or the top k) in its own mode.
 """
 
 from __future__ import annotations
 
-import os
+import dataclasses
 import time
 import traceback
-from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
-from .space import Point, expand
-from .spec import LoadedSpec, load_spec
+from .evaluate import evaluate_points
+from .executors import Executor, open_executor
+from .space import Point, expand, point_id
+from .spec import ACCURACY_METRICS, LoadedSpec, Stage, load_spec
 from .store import Row, Store
 
-__all__ = ["Progress", "SweepSummary", "evaluate_points", "run_sweep"]
+__all__ = ["Progress", "StageSummary", "SweepSummary", "evaluate_points", "run_sweep"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,7 @@ class Progress:
         done: points evaluated in this run so far.
         failed: of those, the ones that raised.
         elapsed_s: wall time since evaluation started, s.
+        stage: the stage running (its name).
     """
 
     total: int
@@ -44,6 +50,7 @@ class Progress:
     done: int
     failed: int
     elapsed_s: float
+    stage: str = ""
 
     @property
     def rate_per_s(self) -> float:
@@ -58,15 +65,40 @@ class Progress:
 
 
 @dataclass(frozen=True)
-class SweepSummary:
-    """What a sweep run did.
+class StageSummary:
+    """What one stage of a sweep run did.
 
     Attributes:
-        total: points of the sweep (after constraints).
+        name: the stage's name.
+        mode: its simulator mode.
+        total: its points.
+        skipped: of those, the ones already in the store.
+        evaluated: the ones evaluated now.
+        failed: of those, the ones that raised.
+    """
+
+    name: str
+    mode: str
+    total: int
+    skipped: int
+    evaluated: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """What a sweep run did (summed over its stages).
+
+    Attributes:
+        total: points of the sweep (after constraints; NSGA-II: the distinct points it
+            proposed).
         skipped: points already in the store.
         evaluated: points evaluated now.
         failed: of those, the ones that raised.
         elapsed_s: wall time of the evaluation, s.
+        stages: one summary per stage.
+        accuracy_data: the data the accuracy study used (``real``, ``synthetic``), or None.
+        accuracy_studies: format settings the accuracy study scored now (not from the cache).
     """
 
     total: int
@@ -74,107 +106,9 @@ class SweepSummary:
     evaluated: int
     failed: int
     elapsed_s: float
-
-
-# Per-process cache: (base path, mode) -> (target, base config, {workload: loaded workload}).
-_CONTEXT: dict[tuple[str, str], tuple[Any, Any, dict[str, Any]]] = {}
-
-
-# Per-process cache of the latest designs: (base path, params) -> (config, its digest). Points
-# are ordered by combination, then workload, so one design's workloads share one override.
-_ARCHS: dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[Any, str]] = {}
-
-
-def _context(base_path: str, mode: str, workload: str) -> tuple[Any, Any, Any]:
-    from ..simulation import find_arch
-
-    key = (base_path, mode)
-    if key not in _CONTEXT:
-        t, path = find_arch(base_path)
-        _CONTEXT[key] = (t, t.load_arch(path), {})
-    t, base, wls = _CONTEXT[key]
-    if workload not in wls:
-        wls[workload] = t.load_workload(workload)
-    return t, base, wls[workload]
-
-
-def _evaluate_one(base_path: str, mode: str, digest: str, limits: Sequence[str], pt: Point) -> Row:
-    from ..config import config_digest, override
-    from ..cost import evaluate
-    from .spec import parse_expr
-
-    started = time.time()
-    t0 = time.perf_counter()
-    cfg_digest = None
-    try:
-        t, base, wl = _context(base_path, mode, pt.workload)
-        key = (base_path, pt.params)
-        if key in _ARCHS:  # the same design on the next workload: validated already
-            arch, cfg_digest = _ARCHS[key]
-        else:
-            arch = override(base, pt.overrides)
-            cfg_digest = config_digest(arch)
-            if len(_ARCHS) >= 256:
-                _ARCHS.pop(next(iter(_ARCHS)))
-            _ARCHS[key] = (arch, cfg_digest)
-        result = t.simulate(arch, wl, mode=mode)
-        metrics = {k: (v, u) for k, (v, u) in result.metrics().items()}
-        if t.priced_components is not None:
-            cb = evaluate(result, arch)
-            seconds = float(metrics["seconds"][0])
-            metrics["energy_j"] = (cb.total_energy_j, "J")
-            metrics["area_mm2"] = (cb.total_area_um2 / 1e6, "mm2")
-            metrics["edp_js"] = (cb.total_energy_j * seconds, "J*s")
-        env = {k: v for k, (v, _) in metrics.items()}
-        feasible = all(parse_expr(lim)(env) for lim in limits)
-        return Row(
-            pt.point_id,
-            pt.workload,
-            dict(pt.params),
-            cfg_digest,
-            digest,
-            metrics,
-            feasible,
-            "ok",
-            None,
-            started,
-            time.perf_counter() - t0,
-            __version__,
-        )
-    except Exception:  # noqa: BLE001 - a failing point is recorded and the sweep goes on
-        return Row(
-            pt.point_id,
-            pt.workload,
-            dict(pt.params),
-            cfg_digest,
-            digest,
-            {},
-            None,
-            "failed",
-            traceback.format_exc(),
-            started,
-            time.perf_counter() - t0,
-            __version__,
-        )
-
-
-def evaluate_points(
-    base_path: str, mode: str, digest: str, limits: Sequence[str], points: Sequence[Point]
-) -> list[Row]:
-    """Evaluate a batch of points in this process (what each pool worker runs).
-
-    Args:
-        base_path: the base architecture (resolved file or shipped name).
-        mode: simulator mode.
-        digest: the spec digest recorded in each row.
-        limits: limit expressions; a row is feasible when all hold.
-        points: the batch.
-
-    Returns:
-        One row per point, in order; a point that raised is a ``failed`` row with its
-        traceback.
-    """
-    return [_evaluate_one(base_path, mode, digest, limits, p) for p in points]
+    stages: tuple[StageSummary, ...] = ()
+    accuracy_data: str | None = None
+    accuracy_studies: int = 0
 
 
 def run_sweep(
@@ -184,22 +118,27 @@ def run_sweep(
     workers: int = 1,
     batch_size: int | None = None,
     progress: Callable[[Progress], None] | None = None,
+    scheduler: str | None = None,
 ) -> SweepSummary:
     """Run a sweep into a store, skipping the points the store already holds.
 
     Args:
         spec: a spec file or a :func:`~coaccel.dse.spec.load_spec` result.
         store: the database path or an open :class:`Store`.
-        workers: processes; 1 evaluates in this process (no pool). Results do not depend on it.
+        workers: local processes; 1 evaluates in this process (no pool). Results do not
+            depend on it.
         batch_size: points per task (default: enough for about 8 tasks per worker, at most
-            64 points each).
+            64 points each, whatever the executor).
         progress: called after each stored batch.
+        scheduler: a Dask scheduler address (``tcp://host:port``) to evaluate on, overriding
+            the spec's ``scheduler:``; the results equal the local pool's.
 
     Returns:
         A :class:`SweepSummary`.
 
     Raises:
         ConfigError: a bad spec.
+        CoaccelError: the executor cannot start (a missing package, no scheduler there).
         ValueError: ``workers`` or ``batch_size`` below 1.
     """
     if workers < 1:
@@ -209,52 +148,192 @@ def run_sweep(
     ls = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
     st = store if isinstance(store, Store) else Store(store)
     try:
-        return _run(ls, st, workers, batch_size, progress)
+        with open_executor(ls.spec, workers, scheduler) as ex:
+            return _run(ls, st, ex, batch_size, progress)
     finally:
         if not isinstance(store, Store):
             st.close()
 
 
+class _Sweep:
+    """One run of a sweep: evaluates points stage by stage through an executor into a store."""
+
+    def __init__(
+        self,
+        ls: LoadedSpec,
+        st: Store,
+        ex: Executor,
+        batch_size: int | None,
+        progress: Callable[[Progress], None] | None,
+    ) -> None:
+        self.ls, self.st, self.ex = ls, st, ex
+        self.batch_size = batch_size
+        self.progress = progress
+        acc_names = set(ACCURACY_METRICS)
+        # Limits on accuracy metrics are checked here, after the accuracy metrics are added.
+        self.sim_limits = [e.text for e in ls.limits if not acc_names & set(e.names)]
+        self.acc_limits = [e for e in ls.limits if acc_names & set(e.names)]
+        self.scorer: Any = None
+        if ls.accuracy is not None:
+            from .accuracy import AccuracyScorer
+
+            self.scorer = AccuracyScorer(ls.base_path, ls.accuracy, st)
+        self.t0 = time.perf_counter()
+        self.begin(0)
+
+    def begin(self, total: int) -> None:
+        self.stage_total, self.stage_skipped, self.stage_done, self.stage_failed = total, 0, 0, 0
+        self.seen: set[str] = set()  # ids of this stage looked up or evaluated so far
+
+    def evaluate(self, points: Sequence[Point], stage: Stage) -> dict[str, Row]:
+        """Rows of ``points``: stored ones looked up, the others evaluated and stored."""
+        unique = list({p.point_id: p for p in points}.values())
+        have = self.st.get_many(p.point_id for p in unique)
+        todo = [p for p in unique if p.point_id not in have]
+        # Stored before this run: counted once, however often a search proposes them again.
+        self.stage_skipped += sum(pid not in self.seen for pid in have)
+        self.seen.update(p.point_id for p in unique)
+        n = self.batch_size or max(1, min(64, -(-len(todo) // (8 * self.ex.workers))))
+        batches = [todo[i : i + n] for i in range(0, len(todo), n)]
+        args = (self.ls.base_path, stage.mode, self.ls.stage_digest(stage), self.sim_limits)
+
+        for rows in self.ex.run(evaluate_points, args, batches):
+            rows = [self._finish(r, stage) for r in rows]
+            self.st.add(rows)
+            self.stage_done += len(rows)
+            self.stage_failed += sum(r.status == "failed" for r in rows)
+            have.update((r.point_id, r) for r in rows)
+            if self.progress is not None:
+                self.progress(
+                    Progress(
+                        self.stage_total,
+                        self.stage_skipped,
+                        self.stage_done,
+                        self.stage_failed,
+                        time.perf_counter() - self.t0,
+                        stage.name,
+                    )
+                )
+        return have
+
+    def _finish(self, row: Row, stage: Stage) -> Row:
+        """Add the stage, the mode and the accuracy metrics; check the accuracy limits."""
+        row = dataclasses.replace(row, stage=stage.name, mode=stage.mode)
+        if self.scorer is None or row.status != "ok":
+            return row
+        try:
+            metrics = dict(row.metrics) | self.scorer.metrics(row.params)
+        except Exception:  # noqa: BLE001 - a point whose formats cannot be scored fails alone
+            return dataclasses.replace(
+                row, metrics={}, feasible=None, status="failed", error=traceback.format_exc()
+            )
+        env = {k: v for k, (v, _) in metrics.items()}
+        feasible = bool(row.feasible) and all(e(env) for e in self.acc_limits)
+        return dataclasses.replace(row, metrics=metrics, feasible=feasible)
+
+
 def _run(
     ls: LoadedSpec,
     st: Store,
-    workers: int,
+    ex: Executor,
     batch_size: int | None,
     progress: Callable[[Progress], None] | None,
 ) -> SweepSummary:
-    points = expand(ls.spec, ls.constraints, ls.digest, ls.source)
-    done = st.done_ids(p.point_id for p in points)
-    todo = [p for p in points if p.point_id not in done]
-    n = batch_size or max(1, min(64, -(-len(todo) // (8 * workers))))
-    batches = [todo[i : i + n] for i in range(0, len(todo), n)]
-    args = (ls.base_path, ls.spec.mode, ls.digest, [e.text for e in ls.limits])
-    t0 = time.perf_counter()
-    evaluated = failed = 0
+    sw = _Sweep(ls, st, ex, batch_size, progress)
+    stages = ls.stages or (Stage(name="main", mode=ls.spec.mode),)
+    summaries: list[StageSummary] = []
+    prev_points: list[Point] = []
+    prev_rows: Mapping[str, Row] = {}
+    for i, stage in enumerate(stages):
+        digest = ls.stage_digest(stage)
+        if i == 0 and ls.spec.strategy.kind == "nsga2":
+            from .search import nsga2_points
 
-    def stored(rows: list[Row]) -> None:
-        nonlocal evaluated, failed
-        st.add(rows)
-        evaluated += len(rows)
-        failed += sum(r.status == "failed" for r in rows)
-        if progress is not None:
-            progress(Progress(len(points), len(done), evaluated, failed, time.perf_counter() - t0))
+            st0 = ls.spec.strategy
+            sw.begin(int(st0.population or 0) * int(st0.generations or 0) * len(ls.spec.workloads))
+            found: dict[str, Row] = {}
 
-    if workers == 1 or len(batches) <= 1:
-        for b in batches:
-            stored(evaluate_points(*args, b))
-    else:
-        with ProcessPoolExecutor(max_workers=min(workers, os.cpu_count() or workers)) as ex:
-            pending: set[Future[list[Row]]] = set()
-            it = iter(batches)
-            for b in it:  # keep two tasks per worker in flight
-                pending.add(ex.submit(evaluate_points, *args, b))
-                if len(pending) >= 2 * workers:
-                    break
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for f in finished:
-                    stored(f.result())
-                    nxt = next(it, None)
-                    if nxt is not None:
-                        pending.add(ex.submit(evaluate_points, *args, nxt))
-    return SweepSummary(len(points), len(done), evaluated, failed, time.perf_counter() - t0)
+            def run_batch(
+                pts: Sequence[Point], _stage: Stage = stage, _found: dict[str, Row] = found
+            ) -> Mapping[str, Row]:
+                got = sw.evaluate(pts, _stage)
+                _found.update(got)
+                return got
+
+            points = nsga2_points(ls, digest, run_batch)
+            rows = found
+            sw.stage_total = len(points)  # the distinct points proposed: the bar ends full
+            if progress is not None:
+                progress(
+                    Progress(
+                        len(points),
+                        sw.stage_skipped,
+                        sw.stage_done,
+                        sw.stage_failed,
+                        time.perf_counter() - sw.t0,
+                        stage.name,
+                    )
+                )
+        else:
+            if i == 0:
+                points = expand(ls.spec, ls.constraints, digest, ls.source)
+            else:
+                points = _select(ls, stage, prev_points, prev_rows, digest)
+            sw.begin(len(points))
+            rows = sw.evaluate(points, stage)
+        summaries.append(
+            StageSummary(
+                stage.name,
+                stage.mode,
+                len(points),
+                sw.stage_skipped,
+                sw.stage_done,
+                sw.stage_failed,
+            )
+        )
+        prev_points, prev_rows = points, rows
+    return SweepSummary(
+        sum(s.total for s in summaries),
+        sum(s.skipped for s in summaries),
+        sum(s.evaluated for s in summaries),
+        sum(s.failed for s in summaries),
+        time.perf_counter() - sw.t0,
+        tuple(summaries),
+        None if ls.accuracy is None else ls.accuracy.data,
+        0 if sw.scorer is None else sw.scorer.studies_run,
+    )
+
+
+def _select(
+    ls: LoadedSpec,
+    stage: Stage,
+    points: Sequence[Point],
+    rows: Mapping[str, Row],
+    digest: str,
+) -> list[Point]:
+    """The previous stage's points a later stage re-runs, as points of this stage."""
+    from .pareto import front_with_margin, top_k_by_rank
+
+    keep: list[Point] = []
+    by_workload: dict[str, list[Point]] = {}
+    for p in points:
+        r = rows.get(p.point_id)
+        if r is not None and r.status == "ok" and r.feasible:
+            by_workload.setdefault(p.workload, []).append(p)
+    objectives = ls.spec.objectives
+    senses = ["min" if o.goal == "minimize" else "max" for o in objectives]
+    for w in ls.spec.workloads:
+        cand = by_workload.get(w, [])
+        if not cand:
+            continue
+        if stage.select == "all":
+            keep += cand
+            continue
+        vals = [[float(rows[p.point_id].metrics[o.metric][0]) for o in objectives] for p in cand]
+        if stage.select == "front":
+            mask = front_with_margin(vals, senses, stage.margin)
+            keep += [p for p, m in zip(cand, mask, strict=True) if m]
+        else:
+            order = top_k_by_rank(vals, senses, int(stage.top_k or 0))
+            keep += [cand[j] for j in sorted(order)]
+    return [Point(point_id(dict(p.params), p.workload, digest), p.workload, p.params) for p in keep]

@@ -16,7 +16,14 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["hypervolume", "pareto_mask", "to_minimization"]
+__all__ = [
+    "front_with_margin",
+    "hypervolume",
+    "pareto_mask",
+    "pareto_ranks",
+    "to_minimization",
+    "top_k_by_rank",
+]
 
 
 def to_minimization(values: npt.ArrayLike, senses: Sequence[str]) -> npt.NDArray[np.float64]:
@@ -131,3 +138,75 @@ def _hv(v: npt.NDArray[np.float64], ref: npt.NDArray[np.float64]) -> float:
         sub = sub[pareto_mask(sub, ["min"] * sub.shape[1])]
         vol += width * _hv(sub, ref[1:])
     return vol
+
+
+def front_with_margin(
+    values: npt.ArrayLike, senses: Sequence[str], margin: float = 0.0
+) -> npt.NDArray[np.bool_]:
+    """The Pareto front widened by a relative margin.
+
+    A point is kept when no point dominates it once it is improved by ``margin`` in every
+    objective (each minimized value ``v`` becomes ``v - margin * |v|``). ``margin = 0`` gives
+    :func:`pareto_mask`.
+
+    Args:
+        values: ``(n_points, n_objectives)``.
+        senses: ``"min"`` or ``"max"`` per column.
+        margin: relative improvement, >= 0 (0.05: within 5 % of the front).
+
+    Returns:
+        bool ``(n_points,)``.
+
+    Raises:
+        ValueError: a negative margin (and as :func:`to_minimization`).
+    """
+    if margin < 0:
+        raise ValueError(f"margin must be >= 0, got {margin}")
+    v = to_minimization(values, senses)
+    if margin == 0:
+        return pareto_mask(v, ["min"] * v.shape[1])
+    front = v[pareto_mask(v, ["min"] * v.shape[1])]
+    better = v - margin * np.abs(v)
+    # q dominates p' when q <= p' everywhere and q < p' somewhere.
+    le = np.all(front[None, :, :] <= better[:, None, :], axis=2)
+    lt = np.any(front[None, :, :] < better[:, None, :], axis=2)
+    return np.asarray(~np.any(le & lt, axis=1))
+
+
+def pareto_ranks(values: npt.ArrayLike, senses: Sequence[str]) -> npt.NDArray[np.int64]:
+    """Non-dominated sorting: 0 for the front, 1 for the front of the rest, and so on.
+
+    Args:
+        values: ``(n_points, n_objectives)``.
+        senses: ``"min"`` or ``"max"`` per column.
+
+    Returns:
+        int64 ``(n_points,)``.
+    """
+    v = to_minimization(values, senses)
+    ranks = np.full(v.shape[0], -1, dtype=np.int64)
+    left = np.arange(v.shape[0])
+    r = 0
+    while left.size:
+        m = pareto_mask(v[left], ["min"] * v.shape[1])
+        ranks[left[m]] = r
+        left = left[~m]
+        r += 1
+    return ranks
+
+
+def top_k_by_rank(values: npt.ArrayLike, senses: Sequence[str], k: int) -> list[int]:
+    """Indices of the ``k`` best points: by Pareto rank, then by the first objective.
+
+    Args:
+        values: ``(n_points, n_objectives)``.
+        senses: ``"min"`` or ``"max"`` per column.
+        k: how many (all when there are fewer points).
+
+    Returns:
+        Point indices, best first.
+    """
+    v = to_minimization(values, senses)
+    ranks = pareto_ranks(v, ["min"] * v.shape[1])
+    order = np.lexsort((np.arange(v.shape[0]), v[:, 0], ranks))
+    return [int(i) for i in order[:k]]

@@ -75,7 +75,8 @@ def combinations(spec: SweepSpec, source: str = "<spec>") -> list[dict[str, Any]
     ``default_rng(seed)``. ``lhs``: a Latin hypercube of ``samples`` rows: for each parameter,
     ``samples`` equal strata of [0, 1) each hit once in a seeded random order, mapped onto the
     parameter's values; repeated rows (a parameter with fewer values than samples) are kept
-    once.
+    once. ``nsga2``: the whole grid, the space the search explores (which of its points the
+    search evaluates is decided as it runs: :func:`coaccel.dse.search.nsga2_points`).
 
     Args:
         spec: the sweep.
@@ -90,7 +91,7 @@ def combinations(spec: SweepSpec, source: str = "<spec>") -> list[dict[str, Any]
     values = spec.values()
     names = list(values)
     st = spec.strategy
-    if st.kind == "grid":
+    if st.kind in ("grid", "nsga2"):
         return list(_grid(values))
     sizes = [len(values[n]) for n in names]
     total = math.prod(sizes)

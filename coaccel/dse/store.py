@@ -9,7 +9,13 @@ of dotted key -> value), ``config_digest`` (the point's architecture), ``spec_di
 ``metrics`` (JSON object of name -> [value, unit]), ``feasible`` (1 when every limit holds, 0
 when one does not, NULL for a failed point), ``status`` (``ok`` / ``failed``), ``error`` (the
 traceback of a failed point), ``started_at`` (Unix time, s), ``elapsed_s`` (evaluation time,
-s), ``version`` (coaccel version).
+s), ``version`` (coaccel version), ``stage`` (the stage that evaluated it) and ``mode`` (its
+simulator mode); stores written before those two columns existed gain them (NULL) on opening.
+
+A second table, ``accuracy``, caches the accuracy study's score of each distinct number-format
+setting (``key``: digest of the setting and the study settings; ``formats`` and ``settings``
+as JSON; ``data`` the data it used; ``sqnr_db``; ``elapsed_s``; ``version``), so a rerun or a
+larger sweep does not run the study again.
 """
 
 from __future__ import annotations
@@ -42,10 +48,22 @@ CREATE TABLE IF NOT EXISTS points (
     version TEXT NOT NULL
 )
 """
+_ACCURACY_SCHEMA = """
+CREATE TABLE IF NOT EXISTS accuracy (
+    key TEXT PRIMARY KEY,
+    formats TEXT NOT NULL,
+    settings TEXT NOT NULL,
+    data TEXT NOT NULL,
+    sqnr_db REAL NOT NULL,
+    elapsed_s REAL NOT NULL,
+    version TEXT NOT NULL
+)
+"""
 _COLUMNS = (
     "point_id", "workload", "params", "config_digest", "spec_digest", "metrics", "feasible",
-    "status", "error", "started_at", "elapsed_s", "version",
+    "status", "error", "started_at", "elapsed_s", "version", "stage", "mode",
 )  # fmt: skip
+_ADDED = ("stage", "mode")  # columns added after the first schema: ALTER TABLE on opening
 
 
 @dataclass(frozen=True)
@@ -65,6 +83,8 @@ class Row:
         started_at: Unix time the evaluation started, s.
         elapsed_s: evaluation time, s.
         version: coaccel version that computed it.
+        stage: name of the sweep stage that evaluated it (None in stores from before stages).
+        mode: simulator mode it ran in (None in stores from before stages).
     """
 
     point_id: str
@@ -79,6 +99,8 @@ class Row:
     started_at: float
     elapsed_s: float
     version: str
+    stage: str | None = None
+    mode: str | None = None
 
     def _tuple(self) -> tuple[Any, ...]:
         return (
@@ -86,7 +108,7 @@ class Row:
             self.config_digest, self.spec_digest,
             json.dumps({k: list(v) for k, v in self.metrics.items()}),
             None if self.feasible is None else int(self.feasible), self.status, self.error,
-            self.started_at, self.elapsed_s, self.version,
+            self.started_at, self.elapsed_s, self.version, self.stage, self.mode,
         )  # fmt: skip
 
     @classmethod
@@ -117,6 +139,11 @@ class Store:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA)
+            self._db.execute(_ACCURACY_SCHEMA)
+            have = {r[1] for r in self._db.execute("PRAGMA table_info(points)")}
+            for col in _ADDED:
+                if col not in have:
+                    self._db.execute(f"ALTER TABLE points ADD COLUMN {col} TEXT")
         except sqlite3.DatabaseError as e:
             raise CoaccelError(f"store {str(self.path)!r}: not a sweep store: {e}") from None
 
@@ -145,7 +172,7 @@ class Store:
             before = self._db.total_changes
             cur.executemany(
                 f"INSERT OR IGNORE INTO points VALUES ({','.join('?' * len(_COLUMNS))})",
-                [r._tuple() for r in rows],
+                (r._tuple() for r in rows),
             )
             cur.execute("COMMIT")
         except BaseException:
@@ -185,6 +212,60 @@ class Store:
         ).fetchone()
         return None if t is None else Row._from(t)
 
+    def get_many(self, ids: Iterable[str]) -> dict[str, Row]:
+        """The stored rows of the given point ids (ids not stored are left out)."""
+        out: dict[str, Row] = {}
+        ids = list(ids)
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            q = (
+                f"SELECT {','.join(_COLUMNS)} FROM points "
+                f"WHERE point_id IN ({','.join('?' * len(chunk))})"
+            )
+            for t in self._db.execute(q, chunk):
+                r = Row._from(t)
+                out[r.point_id] = r
+        return out
+
+    def accuracy(self, key: str) -> tuple[float, str] | None:
+        """The cached accuracy score of a format setting: ``(sqnr_db, data)``, or None."""
+        t = self._db.execute("SELECT sqnr_db, data FROM accuracy WHERE key = ?", (key,)).fetchone()
+        return None if t is None else (float(t[0]), str(t[1]))
+
+    def add_accuracy(
+        self,
+        key: str,
+        formats: dict[str, Any],
+        settings: dict[str, Any],
+        data: str,
+        sqnr_db: float,
+        elapsed_s: float,
+        version: str,
+    ) -> None:
+        """Cache the accuracy score of a format setting (kept if the key is stored already).
+
+        Args:
+            key: digest of the format setting and the study settings.
+            formats: the format setting (JSON-able).
+            settings: the study settings (JSON-able).
+            data: the data the study used (``real`` or ``synthetic``).
+            sqnr_db: the score, dB.
+            elapsed_s: study time, s.
+            version: coaccel version.
+        """
+        self._db.execute(
+            "INSERT OR IGNORE INTO accuracy VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                key,
+                json.dumps(formats, sort_keys=True),
+                json.dumps(settings, sort_keys=True),
+                data,
+                sqnr_db,
+                elapsed_s,
+                version,
+            ),
+        )
+
     # -- export ---------------------------------------------------------------------------
 
     def _flat(self) -> tuple[list[str], list[dict[str, Any]]]:
@@ -196,7 +277,8 @@ class Store:
             rec: dict[str, Any] = {
                 "point_id": r.point_id, "workload": r.workload, "status": r.status,
                 "feasible": r.feasible, "config_digest": r.config_digest,
-                "elapsed_s": r.elapsed_s, "version": r.version,
+                "elapsed_s": r.elapsed_s, "version": r.version, "stage": r.stage,
+                "mode": r.mode,
                 "error": (r.error or "").strip().splitlines()[-1] if r.error else None,
             }  # fmt: skip
             for k, v in r.params.items():
@@ -208,7 +290,7 @@ class Store:
                 rec[col] = v
             records.append(rec)
         fixed = ["point_id", "workload", "status", "feasible", "config_digest", "elapsed_s",
-                 "version", "error"]  # fmt: skip
+                 "version", "stage", "mode", "error"]  # fmt: skip
         return [*fixed, *params, *metrics], records
 
     def to_csv(self, path: str | Path) -> Path:
@@ -265,8 +347,19 @@ class Store:
             raise CoaccelError(
                 "exporting to Parquet needs pyarrow: pip install 'coaccel[dse]' (or pyarrow)"
             ) from None
+        import os
+        import tempfile
+
         cols, records = self._flat()
         table = pa.Table.from_pylist(records)
         table = table.select([c for c in cols if c in table.column_names])
-        pq.write_table(table, str(path))
-        return Path(path)
+        p = Path(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent or Path("."))
+        os.close(fd)
+        try:
+            pq.write_table(table, tmp)
+            os.replace(tmp, p)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return p

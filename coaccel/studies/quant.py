@@ -57,6 +57,7 @@ __all__ = [
     "rows_as_dicts",
     "run_quant_study",
     "sqnr_db",
+    "study_operand_formats",
     "valid_formats",
 ]
 
@@ -607,3 +608,67 @@ def run_quant_study(
 def rows_as_dicts(rows: Iterable[QuantRow]) -> list[dict[str, Any]]:
     """Rows as plain dicts in field order (for reports and notebooks)."""
     return [dataclasses.asdict(r) for r in rows]
+
+
+class _SpecRunner(_Runner):
+    """A :class:`_Runner` for one weight / activation pair of resolved format specs."""
+
+    def __init__(self, label: str, weight: Any, activation: Any, psum_mode: str) -> None:
+        super().__init__(label, psum_mode)
+        self.fmt = label
+        self.reference = False
+        self._specs = {"weight": weight, "activation": activation}
+        names = [str(getattr(s, "name", "")).lower() for s in (weight, activation)]
+        self._hbq = all(is_hbq(n) for n in names)
+
+    def bits(self, role: str) -> float:
+        return float(self._specs[role].bits_per_element())
+
+    def quantize(self, x: np.ndarray, role: str) -> Any:
+        return fmts.quantize(x, self._specs[role], axis=-1)
+
+    def gemm(self, qa: Any, qw: Any) -> np.ndarray:
+        if self._hbq:
+            y = hbq_gemm(qa, qw, psum_mode=self.psum_mode).y
+        else:
+            y = block_gemm(qa, qw)
+        return np.asarray(y, dtype=np.float64)
+
+
+def study_operand_formats(
+    label: str,
+    weight: Any,
+    activation: Any,
+    cfg: QuantStudyConfig,
+    *,
+    rng: np.random.Generator,
+) -> QuantStudyResult:
+    """The study for one weight / activation format pair given as resolved format specs.
+
+    This is how a design sweep scores an architecture's formats (block size, micro-block,
+    L2 scheme, ... as configured, not only the registered presets): the same data, the same
+    measurements and the same pooling as :func:`run_quant_study`; ``cfg.formats`` is not used.
+
+    Args:
+        label: the ``format`` name written in the rows.
+        weight: the weight format (a :class:`~coaccel.models.formats.FormatSpec`).
+        activation: the activation format.
+        cfg: data sources, sizes, seed and partial-sum mode.
+        rng: random generator for the synthetic tensors.
+
+    Returns:
+        The :class:`QuantStudyResult` of that one pair.
+
+    Raises:
+        MissingDependencyError: ``real`` was asked for and the model package is missing.
+    """
+    runner = _SpecRunner(label, weight, activation, cfg.psum_mode)
+    say: Progress = lambda _msg: None  # noqa: E731
+    rows: list[QuantRow] = []
+    sents: tuple[str, ...] = ()
+    if "synthetic" in cfg.data:
+        rows += _synthetic_rows(cfg, [runner], rng, say)
+    if "real" in cfg.data:
+        real_rows, sents = _real_rows(cfg, [runner], say)
+        rows += real_rows
+    return QuantStudyResult(config=cfg, rows=tuple(rows), sentences=sents)

@@ -28,6 +28,7 @@ checks it) and the model: :meth:`~OnChipBuffer.accesses_for_bytes`,
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -45,6 +46,11 @@ def _whole(x: npt.ArrayLike, what: str) -> npt.NDArray[np.int64]:
     if a.dtype.kind not in "iu" and not (a.dtype.kind == "f" and np.all(a == np.floor(a))):
         raise ValueError(f"{what} must be whole numbers, got dtype {a.dtype}")
     return a.astype(np.int64)
+
+
+@functools.lru_cache(maxsize=4096)
+def _kib_to_bytes(size_kib: float) -> int:
+    return int(Fraction(size_kib) * 1024)
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,7 @@ class OnChipBuffer:
     @property
     def size_bytes(self) -> int:
         """Capacity in bytes (rounded down)."""
-        return int(Fraction(self.size_kib) * 1024)
+        return _kib_to_bytes(self.size_kib)
 
     @property
     def access_width_bits(self) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 from coaccel.config import config_digest
+from coaccel.models.hbq import WorkloadTiles
 
 from ._hw import HwParams
 from .config import HbqArchConfig
@@ -45,8 +46,10 @@ def _stats(
     dram: DramAccess,
     by_name: dict[str, KindStats],
     notes: tuple[str, ...],
+    tiles: WorkloadTiles | None = None,
 ) -> HbqSimStats:
-    tiles = workload_tiles(arch, workload)
+    if tiles is None:
+        tiles = workload_tiles(arch, workload)
     peak = hw.peak_macs_per_cycle
     return HbqSimStats(
         arch=arch.name,

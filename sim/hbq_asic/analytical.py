@@ -14,13 +14,16 @@ on every shipped workload x architecture).
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
-from dataclasses import dataclass, field
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from typing import Any, cast
 
 from coaccel.models.hbq import operand_storage, psum_bits_per_element
-from coaccel.trace import storage_bytes
 
 from ._hw import HwParams, hw_params
 from ._result import _notes, _stats
@@ -37,7 +40,9 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def _nbytes(elems: int, bits: Fraction) -> int:
-    return storage_bytes(elems, bits)
+    # storage_bytes(elems, bits) for a Python int count >= 0 and bits > 0 (both hold here):
+    # ceil(elems * bits / 8) in exact integer arithmetic, without its argument checks.
+    return -(-(elems * bits.numerator) // (8 * bits.denominator))
 
 
 def _classes(total: int, tile: int) -> list[tuple[int, int]]:
@@ -87,19 +92,54 @@ class _Seg:
         self.tensors[name] = self.tensors.get(name, 0) + nbytes
 
 
+# Tile occupancies depend on the PE-side constants only (not on the clock or the DRAM), so
+# design points that differ in those share them: {PE-side constants: small id}, and
+# {(id, m, n, k, psum read, fmt_a, fmt_b): occupancy}, both bounded.
+_CLOCK_SIDE = ("dram_bytes_per_cycle", "dram_latency_cycles", "freq_mhz")
+_PE_SIDE = tuple(f.name for f in fields(HwParams) if f.name not in _CLOCK_SIDE)
+_PE_IDS: dict[tuple[Any, ...], int] = {}
+_TILES: dict[tuple[Any, ...], TileCycles] = {}
+_MAX_SHARED = 1 << 16
+_NEXT_ID = itertools.count()
+_PE_IDS_LOCK = threading.Lock()
+
+
+def _pe_side_id(hw: HwParams) -> int:
+    key = tuple(
+        tuple(sorted(v.items())) if isinstance(v, Mapping) else v
+        for v in (getattr(hw, name) for name in _PE_SIDE)
+    )
+    with _PE_IDS_LOCK:  # ids must stay unique when threads (a Dask worker's) share the tables
+        i = _PE_IDS.get(key)
+        if i is None:
+            if len(_PE_IDS) >= _MAX_SHARED:
+                _PE_IDS.clear()
+                _TILES.clear()
+            i = _PE_IDS[key] = next(_NEXT_ID)
+    return i
+
+
 class _Model:
     """Closed-form costs on one architecture (cached tile occupancies)."""
 
     def __init__(self, hw: HwParams) -> None:
         self.hw = hw
+        self._pe_id = _pe_side_id(hw)
         self._tiles: dict[tuple[Any, ...], TileCycles] = {}
         self._words: dict[tuple[str, str], int] = {}
+        self._act_step: dict[tuple[str, str], int] = {}
 
     def tile(self, m: int, n: int, k: int, rd: bool, fa: str, fb: str) -> TileCycles:
         key = (m, n, k, rd, fa, fb)
         t = self._tiles.get(key)
         if t is None:
-            t = pe_tile_closed_form(self.hw, m, n, k, has_psum_read=rd, fmt_a=fa, fmt_b=fb)
+            shared = (self._pe_id, *key)
+            t = _TILES.get(shared)
+            if t is None:
+                if len(_TILES) >= _MAX_SHARED:
+                    _TILES.clear()
+                t = pe_tile_closed_form(self.hw, m, n, k, has_psum_read=rd, fmt_a=fa, fmt_b=fb)
+                _TILES[shared] = t
             self._tiles[key] = t
         return t
 
@@ -123,12 +163,18 @@ class _Model:
     def compute(self, seg: _Seg, t: TileCycles, m: int, n: int, fa: str, fb: str, count: int):
         """Array-side buffer accesses and the tile's own stall components."""
         hw = self.hw
-        seg.stall["busy"] += t.ideal * count
-        for c in ("weight_propagation", "issue_interval", "operand_passes", "pipeline_turnaround"):
-            seg.stall[c] += getattr(t, c) * count
+        stall = seg.stall
+        stall["busy"] += t.ideal * count
+        stall["weight_propagation"] += t.weight_propagation * count
+        stall["issue_interval"] += t.issue_interval * count
+        stall["operand_passes"] += t.operand_passes * count
+        stall["pipeline_turnaround"] += t.pipeline_turnaround * count
         seg.cycles += t.occupancy * count
         ksteps = t.waves // _cdiv(n, hw.n_pes)
-        seg.act_reads += m * t.waves * hw.passes(fa, fb) * self.act_words(fa) * count
+        words = self._act_step.get((fa, fb))
+        if words is None:  # passes x ACT words of one step (the product is exact: ints)
+            words = self._act_step[(fa, fb)] = hw.passes(fa, fb) * self.act_words(fa)
+        seg.act_reads += m * t.waves * words * count
         seg.wgt_reads += n * ksteps * self.wgt_words(fb) * count
         seg.psum_reads += t.psum_reads * count
         seg.psum_writes += t.psum_writes * count
@@ -399,7 +445,7 @@ def simulate_analytical(arch: HbqArchConfig, workload: Workload) -> HbqSimStats:
             lin("lm_head", v, e, Fraction(16), ("x_final", "w_lm_head", "logits"),
                 kind="lm_head", repeat=1, m=n_lm)  # fmt: skip
     # Each GEMM's bubble above already holds its last write: nothing drains after the last one.
-    return _assemble(arch, workload, hw, segs, 0, _notes, _stats)
+    return _assemble(arch, workload, hw, segs, 0, _notes, functools.partial(_stats, tiles=tiles))
 
 
 def _assemble(arch, workload, hw, segs, drain, notes_fn, stats_fn) -> HbqSimStats:

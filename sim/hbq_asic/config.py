@@ -16,6 +16,7 @@ attention tiles for a model's head size. See ``docs/hbq_sim.md``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -68,6 +69,22 @@ PsumMode = Literal["fp32", "fp16", "mxint8_running", "mxint8_group"]
 Role = Literal["weight", "activation", "kv"]
 
 
+@functools.lru_cache(maxsize=4096)
+def _bits_per_element(
+    element_bits: int, block_elems: int, side_bits: int, ub_elems: int, l2_bits: int
+) -> Fraction:
+    # Exact arithmetic on a handful of small ints, asked for many times per simulation: kept.
+    side = Fraction(side_bits)
+    if ub_elems:
+        side += Fraction(block_elems, ub_elems) * l2_bits
+    return element_bits + side / block_elems
+
+
+@functools.lru_cache(maxsize=256)
+def _psum_bits(mode: str, block_elems: int) -> Fraction:
+    return psum_bits_per_element(mode, sa_n=block_elems)
+
+
 @dataclass(frozen=True)
 class OperandFormatConfig:
     """Storage format of one operand (weights, activations or the KV cache).
@@ -102,10 +119,13 @@ class OperandFormatConfig:
 
     def bits_per_element(self) -> Fraction:
         """Effective storage bits per element (exact), side information included."""
-        side = Fraction(self.scale_bits + self.selector_bits_per_block)
-        if self.ub_elems:
-            side += Fraction(self.block_elems, self.ub_elems) * self.l2_bits
-        return self.element_bits + side / self.block_elems
+        return _bits_per_element(
+            self.element_bits,
+            self.block_elems,
+            self.scale_bits + self.selector_bits_per_block,
+            self.ub_elems,
+            self.l2_bits,
+        )
 
     def validate(self) -> list[Problem | str]:
         """μB divides the block; an L2 level has a scheme and code bits, and vice versa."""
@@ -243,7 +263,7 @@ class PsumConfig:
     @property
     def bits_per_element(self) -> Fraction:
         """Stored bits per partial sum (exponent share included)."""
-        return psum_bits_per_element(self.mode, sa_n=self.block_elems)
+        return _psum_bits(self.mode, self.block_elems)
 
 
 @dataclass(frozen=True)
@@ -418,7 +438,8 @@ class HbqArchConfig:
             )
         if not out:
             out.extend(Problem("", k, v, m) for k, v, m in _plan_problems(self))
-        valid = _field_paths(type(self))
+        cls: type = type(self)
+        valid = _field_paths(cls)
         for key in self.sources:
             if key not in valid:
                 msg = f"{key!r} is not a field of {type(self).__name__}"
@@ -432,6 +453,26 @@ class HbqArchConfig:
 
 def _registry_check(f: OperandFormatConfig, role: str) -> tuple[Any, list[tuple[str, Any, str]]]:
     """(trace format, problems): the format the traces use, and mismatches with the registry."""
+    registered = tuple(format_names())
+    spec, problems = _registry_check_of(f, role, registered)
+    if problems:  # messages show the values as given (equal blocks may spell them 1 or 1.0)
+        return _registry_check_uncached(f, role, registered)
+    return spec, []
+
+
+@functools.lru_cache(maxsize=1024)
+def _registry_check_of(
+    f: OperandFormatConfig, role: str, registered: tuple[str, ...]
+) -> tuple[Any, tuple[tuple[str, Any, str], ...]]:
+    # A pure function of the (frozen) operand config and the registered format names; sweeps
+    # ask it for the same few formats on every design point.
+    spec, problems = _registry_check_uncached(f, role, registered)
+    return spec, tuple(problems)
+
+
+def _registry_check_uncached(
+    f: OperandFormatConfig, role: str, registered: tuple[str, ...]
+) -> tuple[Any, list[tuple[str, Any, str]]]:
     name = f.format.lower()
     bits = f.bits_per_element()
     problems: list[tuple[str, Any, str]] = []
@@ -446,7 +487,7 @@ def _registry_check(f: OperandFormatConfig, role: str) -> tuple[Any, list[tuple[
                 )
             )
         return name, problems
-    if name not in format_names():
+    if name not in registered:
         return OperandStorage(f.format, bits), problems
     try:
         if name in HBQ_PRESETS:
@@ -536,8 +577,12 @@ class TilePlan:
 
 
 def _kstep(arch: HbqArchConfig) -> int:
-    blocks = [getattr(arch.formats, r).block_elems for r in ("weight", "activation", "kv")]
-    step = arch.pe_array.macs_per_pe
+    return _kstep_of(arch.formats, arch.pe_array.macs_per_pe)
+
+
+def _kstep_of(formats: FormatsConfig, macs_per_pe: int) -> int:
+    blocks = [getattr(formats, r).block_elems for r in ("weight", "activation", "kv")]
+    step = macs_per_pe
     for b in blocks:
         if b > 1:
             step = math.lcm(step, b)
@@ -545,9 +590,28 @@ def _kstep(arch: HbqArchConfig) -> int:
 
 
 def _plan(arch: HbqArchConfig) -> tuple[TilePlan | None, list[tuple[str, Any, str]]]:
-    t, bufs = arch.tiling, arch.buffers
+    parts = (arch.tiling, arch.buffers, arch.psum, arch.formats, arch.pe_array.macs_per_pe)
+    plan, problems = _plan_of(*parts)
+    if problems:  # messages show the values as given (equal blocks may spell them 1 or 1.0)
+        return _plan_uncached(*parts)
+    return plan, []
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan_of(
+    t: TilingConfig, bufs: BuffersConfig, psum: PsumConfig, formats: FormatsConfig, macs_per_pe: int
+) -> tuple[TilePlan | None, tuple[tuple[str, Any, str], ...]]:
+    # The tiles depend on these blocks only (not on the clock, DRAM or PE count), so design
+    # points that differ elsewhere share one plan.
+    plan, problems = _plan_uncached(t, bufs, psum, formats, macs_per_pe)
+    return plan, tuple(problems)
+
+
+def _plan_uncached(
+    t: TilingConfig, bufs: BuffersConfig, psum: PsumConfig, formats: FormatsConfig, macs_per_pe: int
+) -> tuple[TilePlan | None, list[tuple[str, Any, str]]]:
     problems: list[tuple[str, Any, str]] = []
-    psum_bits = arch.psum.bits_per_element
+    psum_bits = psum.bits_per_element
     cap = int(Fraction(bufs.psum.size_bytes * 8) / psum_bits)
     if bufs.psum.double_buffered:
         cap //= 2
@@ -577,9 +641,9 @@ def _plan(arch: HbqArchConfig) -> tuple[TilePlan | None, list[tuple[str, Any, st
             )
             return None, problems
     nb = 2 if (bufs.act.double_buffered and bufs.wgt.double_buffered) else 1
-    kstep = _kstep(arch)
-    act_bits = arch.formats.activation.bits_per_element()
-    wgt_bits = arch.formats.weight.bits_per_element()
+    kstep = _kstep_of(formats, macs_per_pe)
+    act_bits = formats.activation.bits_per_element()
+    wgt_bits = formats.weight.bits_per_element()
     act_slot = Fraction(bufs.act.size_bytes * 8, nb)
     wgt_slot = Fraction(bufs.wgt.size_bytes * 8, nb)
     k_act = act_slot / (tile_m * act_bits)
@@ -724,7 +788,8 @@ def attention_tiles(
 # Loading
 
 
-def _field_paths(cls: type, prefix: str = "") -> set[str]:
+@functools.cache
+def _field_paths(cls: type, prefix: str = "") -> frozenset[str]:
     out = set()
     for f in dataclasses.fields(cls):
         path = f"{prefix}{f.name}"
@@ -732,7 +797,7 @@ def _field_paths(cls: type, prefix: str = "") -> set[str]:
         sub = _NESTED.get((cls.__name__, f.name))
         if sub is not None:
             out |= _field_paths(sub, path + ".")
-    return out
+    return frozenset(out)
 
 
 _NESTED: dict[tuple[str, str], type] = {
