@@ -146,6 +146,13 @@ def sram_cost(
         raise CoaccelError(
             f"SRAM sizes must be >= 1 (depth {depth_words}, width {width_bits}, banks {banks})"
         )
+    if type(depth_words) is int and type(width_bits) is int and type(banks) is int:
+        return _sram_cost(depth_words, width_bits, banks, node_nm)  # a sweep's few geometries
+    return _sram_cost.__wrapped__(depth_words, width_bits, banks, node_nm)
+
+
+@functools.lru_cache(maxsize=4096)
+def _sram_cost(depth_words: int, width_bits: int, banks: int, node_nm: float) -> SramCost:
     m = sram_model()
     nf = node_factors(node_nm)
     bits = depth_words * width_bits

@@ -20,6 +20,7 @@ import pytest
 
 import coaccel
 from coaccel.config import ConfigError, dump_config, load_config_dict
+from coaccel.cost import _sram as cost_sram
 from coaccel.cost import _system as cost_system
 from coaccel.dse import expand, load_spec
 from coaccel.dse.evaluate import evaluate_points
@@ -62,6 +63,7 @@ def _clear_caches() -> None:
         hbq_config._psum_bits,
         common_buffer._kib_to_bytes,
         cost_system._mac_point,
+        cost_sram._sram_cost,
     ):
         f.cache_clear()
     analytical._TILES.clear()
