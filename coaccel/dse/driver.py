@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .evaluate import evaluate_points
-from .executors import Executor, open_executor
+from .evaluate import evaluate_points, warm
+from .executors import Executor, PoolExecutor, open_executor
 from .space import Point, expand, point_id
 from .spec import ACCURACY_METRICS, LoadedSpec, Stage, load_spec
 from .store import Row, Store
@@ -196,6 +196,9 @@ class _Sweep:
         n = self.batch_size or max(1, min(64, -(-len(todo) // (8 * self.ex.workers))))
         batches = [todo[i : i + n] for i in range(0, len(todo), n)]
         args = (self.ls.base_path, stage.mode, self.ls.stage_digest(stage), self.sim_limits)
+        if isinstance(self.ex, PoolExecutor) and len(batches) > 1:
+            # Before the pool forks its workers: they inherit the loaded base and workloads.
+            warm(self.ls.base_path, stage.mode, self.ls.spec.workloads)
 
         for rows in self.ex.run(evaluate_points, args, batches):
             rows = [self._finish(r, stage) for r in rows]

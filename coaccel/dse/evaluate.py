@@ -19,7 +19,7 @@ from .space import Point
 from .spec import Expr, parse_expr
 from .store import Row
 
-__all__ = ["evaluate_points"]
+__all__ = ["evaluate_points", "warm"]
 
 
 # Per-process cache: (base path, mode) -> (target, base config, {workload: loaded workload}).
@@ -42,6 +42,31 @@ def _context(base_path: str, mode: str, workload: str) -> tuple[Any, Any, Any]:
     if workload not in wls:
         wls[workload] = t.load_workload(workload)
     return t, base, wls[workload]
+
+
+def warm(base_path: str, mode: str, workloads: Sequence[str]) -> None:
+    """Fill this process's caches with what every point of a sweep shares.
+
+    Loads the base architecture and each workload, and prices the base design once (which builds
+    the cost model's fitted tables). Called before a local process pool starts, so that forked
+    workers inherit the loaded state instead of each rebuilding it. A failure here is ignored:
+    every point that meets the same problem records it with its own traceback.
+
+    Args:
+        base_path: the base architecture (resolved file or shipped name).
+        mode: simulator mode of the points.
+        workloads: the sweep's workloads.
+    """
+    from ..cost import evaluate
+
+    try:
+        t = base = wl = None
+        for name in workloads:
+            t, base, wl = _context(base_path, mode, name)
+        if t is not None and t.priced_components is not None:
+            evaluate(t.simulate(base, wl, mode=t.modes[0]), base)
+    except Exception:  # noqa: BLE001 - the points report their own errors
+        return
 
 
 @functools.lru_cache(maxsize=256)
