@@ -67,6 +67,9 @@ class SmConfig:
         fp32_flop_per_cycle_per_sm: FP32 (FMA = 2 FLOP) per cycle per SM, for element-wise ops.
         compute_efficiency: sustained / peak compute of a tile, (0, 1].
         l1_latency_cycles: L1 hit (load-to-use) latency, cycles.
+        l1_cache_kib: L1 capacity one CTA's loads can reuse, KiB (the measured L1 knee); a
+            dependent load that hits in L2 and whose CTA touches no more than this is served
+            at ``l1_latency_cycles``. None: no L1 level.
     """
 
     count: int = param(ge=1, doc="SMs")
@@ -83,6 +86,7 @@ class SmConfig:
     fp32_flop_per_cycle_per_sm: float = param(gt=0, unit="", doc="FP32 FLOP/cycle/SM")
     l1_latency_cycles: int = param(ge=0, unit="", doc="L1 hit latency, cycles")
     compute_efficiency: float = param(default=0.8, gt=0, le=1, doc="sustained / peak compute")
+    l1_cache_kib: float | None = param(default=None, gt=0, unit="KiB", doc="L1 reuse capacity")
 
 
 L2Hash = Literal["xor", "modulo"]
