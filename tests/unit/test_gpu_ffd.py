@@ -344,3 +344,25 @@ def test_workload_spec_and_metrics() -> None:
     for bad in ("ffd:T=2048,ref=0", "ffd:T=2048,keep=x", "ffd:T=2048,kep=0.1", "ffd:T=64,ref=2"):
         with pytest.raises(ConfigError):
             load_workload(bad)
+
+
+def test_validation_rows_speedup_below_bound_and_error_against_keep() -> None:
+    from coaccel.sim.gpu_mem import load_arch, simulate
+    from coaccel.validate.gpu_ffd import PAPER_SPEEDUP, ffd_validation, keep_for_speedup
+
+    assert traffic_bound_speedup(keep_for_speedup(PAPER_SPEEDUP)) == pytest.approx(PAPER_SPEEDUP)
+    arch = load_arch("h200")
+    anchors, notes = ffd_validation(
+        {"h200": arch}, {"h200": (arch,)}, lambda a, w, m: simulate(a, w, mode=m),
+        context=65536, keep_ratios=(0.02, 0.1, 0.5), error_context=4096,
+        error_keep_ratios=(1 / 32, 0.25, 1.0),
+    )  # fmt: skip
+    speed = [a for a in anchors if a.group == "w2"]
+    err = [a for a in anchors if a.group == "w2_error"]
+    assert len(speed) == 4 and len(err) == 5 and len(notes) == 2
+    sp = [a.ours for a in speed[:3]]
+    assert sp[0] > sp[1] > sp[2] > 1  # fewer kept blocks, faster
+    assert all(a.ours <= a.measured for a in speed[:3])  # never past the bandwidth bound
+    assert speed[3].measured == PAPER_SPEEDUP and speed[3].fit == "predicted"
+    forced = [a.ours for a in err[2:]]
+    assert forced[0] > forced[1] > forced[2] > 0
