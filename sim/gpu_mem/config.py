@@ -111,6 +111,11 @@ class L2Config:
         hit_bw_gb_per_s: bandwidth of L2 hits, all partitions together, GB/s.
         set_hash: ``"xor"`` (line address bits folded, as GPUs spread strided streams) or
             ``"modulo"`` (line index modulo sets).
+        dram_channel_hash: how L2 misses map to DRAM channels: ``"modulo"`` (chunk modulo
+            channels, the shared off-chip model's interleave) or ``"rotate"`` (each group of
+            ``channels`` interleave chunks rotated by a hashed offset, so that one strided
+            stream alone uses every channel; the DRAM runs are then counted in issue order
+            across the rotated groups, which splits the runs of interleaved streams).
     """
 
     capacity_mib: float = param(gt=0, doc="nominal capacity")
@@ -123,6 +128,9 @@ class L2Config:
     far_latency_cycles: int = param(ge=0, unit="", doc="hit latency, other partition")
     hit_bw_gb_per_s: float = param(gt=0, doc="L2 hit bandwidth")
     set_hash: L2Hash = param(default="xor", doc="address -> set hash")
+    dram_channel_hash: Literal["rotate", "modulo"] = param(
+        default="modulo", doc="address -> DRAM channel map"
+    )
 
     @property
     def sets(self) -> int:

@@ -123,6 +123,7 @@ def cache_geometry(arch: GpuArchConfig) -> CacheGeometry:
         dram_channels=arch.dram.channels,
         dram_interleave_bytes=arch.dram.interleave_bytes,
         dram_row_bytes=arch.dram.row_buffer_bytes or 0,
+        dram_channel_hash=l2.dram_channel_hash,
     )
 
 
