@@ -32,6 +32,7 @@ unit-to-unit and clock variation are not published; 5 % is our allowance).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -460,7 +461,7 @@ def validate_gpu(
             archs, bands, sim, mode="analytical" if mode == "auto" else mode,
             context=ffd_context, error_context=ffd_error_context,
         )  # fmt: skip
-        anchors.extend(w2_anchors)
+        anchors.extend(Anchor(**dataclasses.asdict(a)) for a in w2_anchors)
         notes.extend(w2_notes)
 
     tier_rows: list[TierError] = []

@@ -1,7 +1,7 @@
 """W2 (FFD) rows of ``coaccel validate gpu``: speedup over W1 against keep ratio, and accuracy.
 
-Pure computation. :func:`ffd_validation` returns anchors (:class:`~coaccel.validate.gpu.Anchor`)
-and notes:
+Pure computation. :func:`ffd_validation` returns rows (:class:`FfdRow`, the fields of
+:class:`coaccel.validate.gpu.Anchor`, which ``validate_gpu`` turns them into) and notes:
 
 * group ``w2``: the simulated speedup of one FFD decode step over one W1 FlashDecoding step
   (one layer, B = 1, both kernels and their reductions, launch latencies included) at a long
@@ -25,10 +25,11 @@ DRAM rows, where).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PAPER_SPEEDUP", "PAPER_CONTEXT", "ffd_validation", "keep_for_speedup"]
+__all__ = ["PAPER_CONTEXT", "PAPER_SPEEDUP", "FfdRow", "ffd_validation", "keep_for_speedup"]
 
 PAPER_SPEEDUP = 11.6
 """[FFD] abstract: up to 11.6x kernel-level speedup over FlashDecoding at 256K context."""
@@ -36,6 +37,26 @@ PAPER_CONTEXT = 262144
 """Context of the paper's headline, tokens (256K)."""
 
 Simulate = Callable[[Any, Any, str], Any]
+
+
+@dataclass(frozen=True)
+class FfdRow:
+    """One W2 row: the fields of :class:`coaccel.validate.gpu.Anchor` (same meanings)."""
+
+    group: str
+    name: str
+    measured: float
+    ours: float
+    ours_low: float
+    ours_high: float
+    unit: str
+    source: str
+    fit: str
+    note: str = ""
+
+
+def _band(values: Sequence[float]) -> tuple[float, float]:
+    return min(values), max(values)
 
 
 def keep_for_speedup(speedup: float, *, head_dim: int = 128, block_tokens: int = 128) -> float:
@@ -46,8 +67,8 @@ def keep_for_speedup(speedup: float, *, head_dim: int = 128, block_tokens: int =
 
 
 def ffd_validation(
-    archs: dict[str, Any],
-    bands: dict[str, Sequence[Any]],
+    archs: Mapping[str, Any],
+    bands: Mapping[str, Sequence[Any]],
     simulate: Simulate,
     *,
     mode: str = "analytical",
@@ -56,7 +77,7 @@ def ffd_validation(
     error_context: int = 16384,
     error_keep_ratios: Sequence[float] = (0.01, 0.02, 0.05, 0.1, 0.2, 1.0),
     seed: int = 0,
-) -> tuple[list[Any], list[str]]:
+) -> tuple[list[FfdRow], list[str]]:
     """The W2 anchors and notes (module docstring).
 
     Args:
@@ -70,7 +91,7 @@ def ffd_validation(
         seed: seed of the synthetic keep masks and inputs.
 
     Returns:
-        (anchors, notes).
+        (rows, notes).
     """
     from ..models.gpu import (
         DecodeShape,
@@ -84,9 +105,8 @@ def ffd_validation(
         quantize_keys,
         traffic_bound_speedup,
     )
-    from .gpu import Anchor, _band
 
-    anchors: list[Any] = []
+    anchors: list[FfdRow] = []
     notes: list[str] = []
     shape = DecodeShape(batch=1, context=context)
     bound_src = "[DERIVED] 512 / (36 + 384 rho) B per token-head ([FFD-REPO] cache format)"
@@ -98,7 +118,7 @@ def ffd_validation(
         ]
         for g, arch in archs.items()
     }
-    rows: dict[str, list[Any]] = {g: [] for g in archs}
+    rows: dict[str, list[FfdRow]] = {g: [] for g in archs}
     for rho in (*keep_ratios, rho_paper):
         tr = ffd_trace(shape, keep_ratio=rho, seed=seed)
         kept = float(tr.meta["workload"]["metrics"]["keep_ratio"][0])
@@ -109,7 +129,7 @@ def ffd_validation(
             name = f"{g} W2/W1 speedup, T={context}, keep={kept:.4f}"
             if rho is rho_paper:
                 rows[g].append(
-                    Anchor("w2", name, PAPER_SPEEDUP, sp[0], lo, hi, "x",
+                    FfdRow("w2", name, PAPER_SPEEDUP, sp[0], lo, hi, "x",
                            "[FFD] abstract: up to 11.6x kernel-level at 256K (GPU and keep "
                            "ratio not stated)", "predicted",
                            f"at the keep ratio whose traffic bound is 11.6x ({rho_paper:.2%}, "
@@ -117,7 +137,7 @@ def ffd_validation(
                 )  # fmt: skip
             else:
                 rows[g].append(
-                    Anchor("w2", name, traffic_bound_speedup(kept), sp[0], lo, hi, "x",
+                    FfdRow("w2", name, traffic_bound_speedup(kept), sp[0], lo, hi, "x",
                            bound_src, "predicted",
                            f"W1 {w1[g][0] * 1e6:.1f} us, W2 {w2[0] * 1e6:.1f} us (one layer, "
                            "B=1, seeded keep mask, 128 splits)")
@@ -144,7 +164,7 @@ def ffd_validation(
     for label, kw in runs:
         r = ffd_decode(eshape, inputs=inputs, cache=cache, num_splits=128, **kw)
         anchors.append(
-            Anchor("w2_error", f"W2 output error, T={error_context}, {label}, "
+            FfdRow("w2_error", f"W2 output error, T={error_context}, {label}, "
                    f"keep={r.keep_ratio:.4f}", math.nan, r.rel_error, r.rel_error,
                    r.rel_error, "1", src, "predicted",
                    f"relative Frobenius error; W1 on the same inputs: {w1_err:.2e}")
