@@ -134,6 +134,11 @@ def register(subparsers: Any) -> None:
     )
     g.add_argument("--no-tiers", action="store_true", help="skip the cycle-tier comparison")
     g.add_argument(
+        "--no-ffd",
+        action="store_true",
+        help="skip the W2 FFD rows (speedup over W1 against keep ratio at 256K, output error)",
+    )
+    g.add_argument(
         "--points",
         type=int_in(0),
         default=24,
@@ -242,7 +247,9 @@ def run_gpu(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     prepare_out_dir(args.out)
-    v = validate_gpu(mode=args.mode, tiers=not args.no_tiers, points=args.points)
+    v = validate_gpu(
+        mode=args.mode, tiers=not args.no_tiers, points=args.points, ffd=not args.no_ffd
+    )
     paths = write_gpu_validation_report(v, args.out)
     write_manifest(args.out, paths, command="coaccel validate gpu", settings=vars_of(args))
     if args.json:

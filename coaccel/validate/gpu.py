@@ -20,7 +20,10 @@ Anchors and series ([S12] gpu-benches result files, the same series as
 * W1 FlashDecoding decode-attention time of one layer against context on H200 and A100, against
   the bandwidth-bound time of its bytes at the measured plateau ([DERIVED] 512 MiB / 3.89 TB/s
   = 138 us at 128K on an H200), predicted; with the linearity in context once the grid fills
-  the GPU.
+  the GPU;
+* W2 FFD (:mod:`coaccel.validate.gpu_ffd`): speedup over W1 against keep ratio beside the
+  traffic bound and the paper's 11.6x at 256K, and the output error against dense attention
+  at each keep ratio.
 
 The band of a prediction is the simulated value with every bandwidth and efficiency of the
 config scaled by ``1 -+ BAND_FRACTION`` and every latency by ``1 +- BAND_FRACTION`` ([OURS]:
@@ -29,6 +32,7 @@ unit-to-unit and clock variation are not published; 5 % is our allowance).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -274,6 +278,9 @@ def validate_gpu(
     contexts: Sequence[int] = (1024, 4096, 16384, 65536, 131072),
     tiers: bool = True,
     points: int = 24,
+    ffd: bool = True,
+    ffd_context: int = 262144,
+    ffd_error_context: int = 16384,
 ) -> GpuValidation:
     """Run every anchor, series and tier comparison.
 
@@ -284,6 +291,9 @@ def validate_gpu(
         contexts: contexts of the W1 series, tokens.
         tiers: also run the cycle tier on W1 and a streaming read and report the difference.
         points: simulated points of each measured curve, evenly spread (0: all).
+        ffd: also run the W2 (FFD) rows (:mod:`coaccel.validate.gpu_ffd`).
+        ffd_context: context of the W2 speed rows, tokens. ffd_error_context: context of
+            the W2 accuracy rows, tokens.
 
     Returns:
         :class:`GpuValidation`.
@@ -443,6 +453,16 @@ def validate_gpu(
                 f"{resid:.2g} % (slope {slope * 1e9:.4g} ns/token, "
                 f"{4096 / slope / 1e12:.3g} TB/s effective)"
             )
+
+    if ffd:
+        from .gpu_ffd import ffd_validation
+
+        w2_anchors, w2_notes = ffd_validation(
+            archs, bands, sim, mode="analytical" if mode == "auto" else mode,
+            context=ffd_context, error_context=ffd_error_context,
+        )  # fmt: skip
+        anchors.extend(Anchor(**dataclasses.asdict(a)) for a in w2_anchors)
+        notes.extend(w2_notes)
 
     tier_rows: list[TierError] = []
     if tiers:

@@ -6,6 +6,9 @@
 * its trace: :func:`split_k_trace`, :func:`tile_activity`;
 * FlashDecoding (W1): :func:`flash_decode` (values + trace), :func:`flash_decode_trace`
   (trace only);
+* FFD (W2), 2-bit key scan plus top-delta sparse decode: :func:`ffd_decode` (values, keep
+  decisions, error against dense, trace), :func:`ffd_trace` (trace only),
+  :func:`quantize_keys` / :class:`FfdCache`, :func:`make_peaked_inputs`;
 * bf16 storage: :func:`f32_to_bf16_bits`, :func:`bf16_bits_to_f32`, :func:`round_bf16`;
 * :mod:`coaccel.models.gpu.microbench`: the microbenchmark traces (streaming reads, pointer
   chases, host copies, zero-copy reads, decode-attention traffic) the simulator is validated
@@ -14,10 +17,11 @@
 See ``docs/gpu_decode.md``.
 """
 
-from . import _bf16, _splitk, _trace, flashdecode
+from . import _bf16, _splitk, _trace, ffd, flashdecode
 from ._bf16 import *  # noqa: F403  (curated by each module's __all__)
 from ._splitk import *  # noqa: F403
 from ._trace import *  # noqa: F403
+from .ffd import *  # noqa: F403
 from .flashdecode import *  # noqa: F403
 
 __all__ = [
@@ -25,4 +29,5 @@ __all__ = [
     *_splitk.__all__,
     *_trace.__all__,
     *flashdecode.__all__,
+    *ffd.__all__,
 ]

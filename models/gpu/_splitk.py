@@ -11,8 +11,10 @@ and sum; a reduction kernel merges the partials of a row by the log-sum-exp rule
   — the grid, split length, tiles per CTA and launch geometry;
 * :func:`make_inputs` — seeded bf16 q, K, V (:class:`DecodeInputs`);
 * :func:`split_k_partials` — the split kernel's numerics (:class:`SplitPartials`), optionally
-  attending only to the tiles a ``tile_keep`` mask selects (the hook a block-sparse variant
-  uses); :func:`reduce_partials` — the reduction kernel;
+  attending only to the tiles a ``tile_keep`` mask selects;
+  :func:`split_k_partials_gathered` — the same online softmax on the attended tiles only,
+  with the scores supplied by the caller (the block-sparse variants, e.g. FFD, use it);
+  :func:`reduce_partials` — the reduction kernel;
 * :func:`dense_attention_f64` — the dense float64 reference the split-K result is checked
   against.
 
@@ -34,6 +36,7 @@ nothing), ``m`` and ``l`` in float32. The reduction computes ``M = max_s m_s``,
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -53,7 +56,9 @@ __all__ = [
     "make_inputs",
     "plan_split_k",
     "reduce_partials",
+    "TileScores",
     "split_k_partials",
+    "split_k_partials_gathered",
 ]
 
 BLOCK_N_CHOICES = (64, 128, 256)
@@ -444,16 +449,8 @@ def split_k_partials(
         s = _tree_sum(q * kt, axis=-1) * scale  # [B, Hkv, ns, G, BN]
         tok = (np.arange(ns) * plan.split_tokens + j * bn)[:, None] + pos[None, :]
         s = np.where((tok < t)[None, None, :, None, :], s, np.float32(-np.inf))
-        m_new = np.maximum(m, s.max(axis=-1))
-        m_new = np.where(act[..., None], m_new, m)
-        safe = np.where(np.isfinite(m_new), m_new, np.float32(0))
-        alpha = _exp_f32(m - safe, softmax_base)
-        p = _exp_f32(s - safe[..., None], softmax_base)
-        l_new = l_run * alpha + _tree_sum(p, axis=-1)
-        pm = round_bf16(p) if p_dtype == "bf16" else p
-        pv = _tree_sum(pm[..., None] * vt[:, :, :, None], axis=-2)  # [B, Hkv, ns, G, D]
-        acc_new = acc * alpha[..., None] + pv
-        m = m_new
+        m_new, l_new, acc_new = _online_step(m, l_run, acc, s, vt, softmax_base, p_dtype)
+        m = np.where(act[..., None], m_new, m)
         l_run = np.where(act[..., None], l_new, l_run)
         acc = np.where(act[..., None, None], acc_new, acc)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -463,6 +460,107 @@ def split_k_partials(
     m_out = m.transpose(0, 1, 3, 2).reshape(b, hq, ns)
     l_out = l_run.transpose(0, 1, 3, 2).reshape(b, hq, ns)
     return SplitPartials(o=o, m=m_out, l=l_out, softmax_base=softmax_base)
+
+
+def _online_step(
+    m: npt.NDArray[np.float32],
+    l_run: npt.NDArray[np.float32],
+    acc: npt.NDArray[np.float32],
+    s: npt.NDArray[np.float32],
+    vt: npt.NDArray[np.float32],
+    base: str,
+    p_dtype: str,
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """One online-softmax update of the running max, sum and accumulator by one tile.
+
+    Shapes: ``m``, ``l_run`` ``[..., G]``; ``acc`` ``[..., G, D]``; scores ``s``
+    ``[..., G, BN]`` (-inf past the context); ``vt`` ``[..., BN, D]`` float32 V rows.
+    """
+    m_new = np.maximum(m, s.max(axis=-1))
+    safe = np.where(np.isfinite(m_new), m_new, np.float32(0))
+    alpha = _exp_f32(m - safe, base)
+    p = _exp_f32(s - safe[..., None], base)
+    l_new = l_run * alpha + _tree_sum(p, axis=-1)
+    pm = round_bf16(p) if p_dtype == "bf16" else p
+    pv = _tree_sum(pm[..., None] * vt[..., None, :, :], axis=-2)  # [..., G, D]
+    return m_new, l_new, acc * alpha[..., None] + pv
+
+
+TileScores = Callable[
+    [npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]],
+    npt.NDArray[np.float32],
+]
+"""``scores(b, h, tile) -> [n, G, BN]`` float32: the scores (in the softmax base's units) of
+the G query heads of KV head ``h`` of sequence ``b`` against the ``BN`` tokens of tile
+``tile``, -inf for tokens past the context."""
+
+
+def split_k_partials_gathered(
+    v: npt.NDArray[np.uint16],
+    plan: SplitPlan,
+    tile_keep: npt.NDArray[np.bool_],
+    scores: TileScores,
+    *,
+    softmax_base: SoftmaxBase = "e",
+    p_dtype: PDtype = "bf16",
+) -> SplitPartials:
+    """The split kernel of a block-sparse variant: the same online softmax as
+    :func:`split_k_partials`, evaluated on the attended tiles only.
+
+    Every CTA walks its attended tiles in ascending order, exactly as
+    :func:`split_k_partials` does with ``tile_keep`` (a skipped tile leaves the running
+    state unchanged), so for the same scores the partials are identical; the work is
+    proportional to the tiles attended, and the scores come from the caller (a variant
+    that scores from compressed keys supplies its own).
+
+    Args:
+        v: ``[B, T, Hkv, D]`` uint16 bf16 value cache.
+        plan: the launch plan.
+        tile_keep: ``[B, Hkv, ceil(T / block_n)]`` bool, the tiles attended.
+        scores: :data:`TileScores` of the attended tiles.
+        softmax_base: ``"e"`` or ``"2"``. p_dtype: ``"bf16"`` or ``"fp32"``.
+
+    Returns:
+        :class:`SplitPartials`.
+    """
+    shape = plan.shape
+    b, t, hkv, d, g = shape.batch, shape.context, shape.kv_heads, shape.head_dim, shape.group
+    if v.dtype != np.uint16 or v.shape != (b, t, hkv, d):
+        raise ValueError(f"v: expected uint16 bf16 bits of shape {(b, t, hkv, d)}")
+    if softmax_base not in ("e", "2"):
+        raise ValueError(f"softmax_base={softmax_base!r}; valid choices: e, 2")
+    if p_dtype not in ("bf16", "fp32"):
+        raise ValueError(f"p_dtype={p_dtype!r}; valid choices: bf16, fp32")
+    ns, bn, nt = plan.num_splits, plan.block_n, plan.max_tiles
+    keep = _tile_keep(tile_keep, b, hkv, -(-t // bn))
+    bi, hi, ti = (x.astype(np.int64) for x in np.nonzero(keep))  # sorted by (b, h, tile)
+    cta = (bi * hkv + hi) * ns + ti // nt  # state row of (b, h, split)
+    first = np.ones(cta.size, dtype=bool)
+    first[1:] = cta[1:] != cta[:-1]
+    start = np.flatnonzero(first)
+    rank = np.arange(cta.size) - np.repeat(start, np.diff(np.append(start, cta.size)))
+    m = np.full((b * hkv * ns, g), -np.inf, dtype=np.float32)
+    l_run = np.zeros((b * hkv * ns, g), dtype=np.float32)
+    acc = np.zeros((b * hkv * ns, g, d), dtype=np.float32)
+    pos = np.arange(bn)
+    for r in range(int(rank.max()) + 1 if rank.size else 0):
+        sel = np.flatnonzero(rank == r)
+        rows = cta[sel]
+        s = scores(bi[sel], hi[sel], ti[sel])
+        tok = ti[sel, None] * bn + pos[None, :]
+        valid = tok < t
+        vt = bf16_bits_to_f32(v[bi[sel, None], np.minimum(tok, t - 1), hi[sel, None]])
+        vt = np.where(valid[..., None], vt, np.float32(0))
+        m[rows], l_run[rows], acc[rows] = _online_step(
+            m[rows], l_run[rows], acc[rows], s, vt, softmax_base, p_dtype
+        )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        o = np.where(l_run[..., None] > 0, acc / l_run[..., None], np.float32(0))
+    hq = shape.q_heads
+    o = o.reshape(b, hkv, ns, g, d).transpose(0, 1, 3, 2, 4).reshape(b, hq, ns, d)
+    m_out = m.reshape(b, hkv, ns, g).transpose(0, 1, 3, 2).reshape(b, hq, ns)
+    l_out = l_run.reshape(b, hkv, ns, g).transpose(0, 1, 3, 2).reshape(b, hq, ns)
+    return SplitPartials(o=o.astype(np.float32), m=m_out, l=l_out, softmax_base=softmax_base)
 
 
 def _tile_keep(

@@ -29,7 +29,13 @@ from coaccel.trace import Trace, TraceBuilder
 
 from ._splitk import SplitPlan
 
-__all__ = ["REDUCE_REGS_PER_THREAD", "split_k_trace", "tile_activity"]
+__all__ = [
+    "REDUCE_REGS_PER_THREAD",
+    "emit_partial_writes",
+    "emit_reduce_kernel",
+    "split_k_trace",
+    "tile_activity",
+]
 
 REDUCE_REGS_PER_THREAD = 32
 """Registers per thread of the reduction kernel ([OURS]: a short loop over the splits)."""
@@ -218,40 +224,32 @@ def split_k_trace(
     )
     end_seq = base + 1 + _PER_TILE * kept
     last_pv = np.where(kept > 0, end_seq - 1, -1)
-    head0 = bb * hq + hh * g
-    tb.memory_many(
-        seq=end_seq,
-        kernel=k0,
-        cta=cta_ids,
-        phase="write_partial",
-        tensor="O_partial",
-        space="HBM",
-        rw="w",
-        addr=(head0 * ns + sp) * d * 4,
-        nbytes=d * 4,
-        stride=ns * d * 4,
-        count=g,
-        dep=last_pv,
-    )
-    tb.memory_many(
-        seq=end_seq + 1,
-        kernel=k0,
-        cta=cta_ids,
-        phase="write_partial",
-        tensor="ML",
-        space="HBM",
-        rw="w",
-        addr=(head0 * ns + sp) * 8,
-        nbytes=8,
-        stride=ns * 8,
-        count=g,
-        dep=last_pv,
-    )
+    emit_partial_writes(tb, plan, k0, cta_ids, end_seq, last_pv)
     tb.end_kernel(k0, name="flash_decode_split")
+    emit_reduce_kernel(tb, plan, "flash_decode_reduce")
+    return tb.build()
+
+
+def emit_reduce_kernel(tb: TraceBuilder, plan: SplitPlan, name: str) -> int:
+    """Append the reduction kernel of a split-K step to ``tb`` (grid (B, Hq), CTA id
+    ``b + B * hq``): read the row's (m, l) pairs (tensor ``ML``) and partial outputs
+    (``O_partial``) of every split, merge them, write the bf16 output row (``O``).
+
+    Args:
+        tb: the trace builder, with the tensors ``ML``, ``O_partial`` and ``O`` allocated.
+        plan: the launch plan.
+        name: the kernel's name.
+
+    Returns:
+        The kernel id.
+    """
+    s = plan.shape
+    b_, hq, d, ns = s.batch, s.q_heads, s.head_dim, plan.num_splits
+    row = d * plan.elem_bytes
 
     n_red = b_ * hq
     k1 = tb.begin_kernel(
-        "flash_decode_reduce",
+        name,
         ctas=n_red,
         threads_per_cta=plan.reduce_threads_per_cta,
         smem_bytes_per_cta=plan.reduce_smem_bytes_per_cta,
@@ -311,5 +309,59 @@ def split_k_trace(
         count=1,
         dep=rbase + 2,
     )
-    tb.end_kernel(k1, name="flash_decode_reduce")
-    return tb.build()
+    tb.end_kernel(k1, name=name)
+    return k1
+
+
+def emit_partial_writes(
+    tb: TraceBuilder,
+    plan: SplitPlan,
+    kernel: int,
+    cta_ids: npt.NDArray[np.int64],
+    seq: npt.NDArray[np.int64],
+    dep: npt.NDArray[np.int64],
+) -> None:
+    """Append every split CTA's writes of its partial output rows (``O_partial``, G rows of
+    ``D * 4`` B, ``splits * D * 4`` B apart) and (m, l) pairs (``ML``) to ``tb``, at seq
+    numbers ``seq`` and ``seq + 1``, each depending on ``dep`` (-1: none).
+
+    Args:
+        tb: the trace builder. plan: the launch plan. kernel: the split kernel's id.
+        cta_ids: ``[n]`` CTA ids ``s + splits * (b + B * h)``.
+        seq: ``[n]`` seq number of each CTA's first write. dep: ``[n]`` its dependency.
+    """
+    s = plan.shape
+    b_, hq, d, g, ns = s.batch, s.q_heads, s.head_dim, s.group, plan.num_splits
+    sp = cta_ids % ns
+    bb = (cta_ids // ns) % b_
+    hh = cta_ids // (ns * b_)
+    k0, end_seq, last_pv = kernel, seq, dep
+    head0 = bb * hq + hh * g
+    tb.memory_many(
+        seq=end_seq,
+        kernel=k0,
+        cta=cta_ids,
+        phase="write_partial",
+        tensor="O_partial",
+        space="HBM",
+        rw="w",
+        addr=(head0 * ns + sp) * d * 4,
+        nbytes=d * 4,
+        stride=ns * d * 4,
+        count=g,
+        dep=last_pv,
+    )
+    tb.memory_many(
+        seq=end_seq + 1,
+        kernel=k0,
+        cta=cta_ids,
+        phase="write_partial",
+        tensor="ML",
+        space="HBM",
+        rw="w",
+        addr=(head0 * ns + sp) * 8,
+        nbytes=8,
+        stride=ns * 8,
+        count=g,
+        dep=last_pv,
+    )

@@ -58,6 +58,34 @@ def _register_decode_workloads() -> None:
     keys = ("context", "batch", "q_heads", "kv_heads", "head_dim", "block_n", "splits", "sms")
     register_generator("flashdecode", flashdecode, dict.fromkeys(keys, int))
 
+    ffd_decode = getattr(gpu_models, "ffd_decode", None)
+    ffd_trace = getattr(gpu_models, "ffd_trace", None)
+    if ffd_decode is None or ffd_trace is None:
+        return
+
+    def ffd(
+        context: int, batch: int = 1, q_heads: int = 32, kv_heads: int = 8, head_dim: int = 128,
+        block_n: int = 128, splits: int | None = None, sms: int | None = None,
+        keep: float | None = None, delta: float = 5.0, seed: int = 0, ref: int = 1,
+    ) -> Trace:  # fmt: skip
+        shape = decode_shape(batch, context, q_heads, kv_heads, head_dim)
+        plan = dict(block_n=block_n, num_splits=splits, n_sms=sms)
+        if ref:
+            return ffd_decode(shape, seed=seed, keep_ratio=keep, delta=delta, **plan).trace
+        if keep is None:
+            raise ValueError("ffd with ref=0 (trace only) needs keep=<ratio>")
+        return ffd_trace(shape, keep_ratio=keep, seed=seed, **plan)
+
+    parsers: dict[str, Callable[[str], Any]] = dict.fromkeys(keys, int)
+    parsers.update(keep=float, delta=float, seed=int, ref=_flag)
+    register_generator("ffd", ffd, parsers)
+
+
+def _flag(text: str) -> int:
+    if text not in ("0", "1"):
+        raise ValueError(text)
+    return int(text)
+
 
 def register_generator(
     name: str, generator: Callable[..., Trace], parsers: dict[str, Callable[[str], Any]]
