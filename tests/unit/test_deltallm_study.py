@@ -253,6 +253,9 @@ def test_report_files(tmp_path: Path) -> None:
             assert p.read_bytes()[:8] == PNG_MAGIC
     text = format_delta_table(res)
     assert "synthetic:llama-3.2-1b" in text and "*" in text
+    assert (
+        "rho_K per layer at that theta" in text and f"0: {res.fits[0].delta_sparsity:.3f}" in text
+    )
 
 
 # ---------------------------------------------------------------------------------------- CLI
