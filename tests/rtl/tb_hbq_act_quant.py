@@ -26,7 +26,6 @@ from pathlib import Path
 import cocotb
 import numpy as np
 import rtlkit
-from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge
 
 from coaccel.models.formats import quantize
@@ -158,18 +157,6 @@ def _edge_block(rng: np.random.Generator, x16: np.ndarray, cls: str, params: dic
     return out
 
 
-def _pack(values: np.ndarray, width: int) -> int:
-    out = 0
-    for i, v in enumerate(np.asarray(values).tolist()):
-        out |= (int(v) & ((1 << width) - 1)) << (width * i)
-    return out
-
-
-def _unpack(word: int, width: int, n: int) -> np.ndarray:
-    mask = (1 << width) - 1
-    return np.array([(word >> (width * i)) & mask for i in range(n)], dtype=np.int64)
-
-
 async def start(dut) -> dict:
     cfg = rtlkit.tb_config()
     params = {
@@ -181,13 +168,7 @@ async def start(dut) -> dict:
     for key, value in cfg["params"].items():
         if params[key] != int(value):
             raise AssertionError(f"DUT {key}={params[key]}, launcher asked for {value}")
-    cocotb.start_soon(Clock(dut.i_clk, 10, "ns").start())
-    dut.i_rst.value = 1
-    dut.i_valid.value = 0
-    dut.i_x.value = 0
-    for _ in range(3):
-        await FallingEdge(dut.i_clk)
-    dut.i_rst.value = 0
+    await rtlkit.reset(dut, zero=("i_valid", "i_x"))
     return {"cfg": cfg, "params": params}
 
 
@@ -218,9 +199,9 @@ async def stream(dut, words: list[int], rng: np.random.Generator | None = None) 
             got.append(
                 (
                     cycle,
-                    _unpack(int(dut.o_codes.value), 5, b),
+                    rtlkit.unpack_lanes(int(dut.o_codes.value), 5, b),
                     int(dut.o_scale.value),
-                    _unpack(int(dut.o_l2.value), 1, nub),
+                    rtlkit.unpack_lanes(int(dut.o_l2.value), 1, nub),
                 )
             )
         if word is None:
@@ -259,7 +240,7 @@ async def blocks_match_reference(dut):
     rng = np.random.default_rng(cfg.get("seed", 1))
     blocks, labels = make_blocks(rng, int(cfg.get("n_blocks", 1000)), params)
     codes, scales, l2 = reference(blocks, params)
-    words = [_pack(row.view(np.uint16), 16) for row in blocks]
+    words = [rtlkit.pack_lanes(row.view(np.uint16), 16) for row in blocks]
     got = await stream(dut, words, rng)
     bad = []
     for i in range(len(words)):
@@ -312,7 +293,7 @@ async def replay_committed_vectors(dut):
     for a, code in zip(amax[ok], want[ok], strict=True):
         row = np.zeros(b, dtype=np.float16)
         row[0] = a
-        scale_words.append(_pack(row.view(np.uint16), 16))
+        scale_words.append(rtlkit.pack_lanes(row.view(np.uint16), 16))
         scale_want.append(int(code))
     got = await stream(dut, scale_words)
     bad_scale = [i for i, g in enumerate(got) if g[2] != scale_want[i]]
@@ -345,7 +326,7 @@ async def replay_committed_vectors(dut):
             expect[lanes[: len(part)]] = codes[part]
             e = int(np.floor(np.log2(s1)))
             m = int(round((s1 / 2.0**e - 1) * 8))
-            elem_words.append(_pack(row.view(np.uint16), 16))
+            elem_words.append(rtlkit.pack_lanes(row.view(np.uint16), 16))
             elem_want.append((expect, ((e + 15) << 3) | m))
             n_elements += len(part)
     got = await stream(dut, elem_words)

@@ -23,7 +23,6 @@ import cocotb
 import hbq_stim
 import numpy as np
 import rtlkit
-from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 from hbq_stim import PeConfig
 
@@ -139,27 +138,19 @@ def reference(cfg: ArrayConfig, ops: dict) -> np.ndarray:
 
 
 async def _start(dut, *, drive_data: bool = True) -> None:
-    cocotb.start_soon(Clock(dut.i_clk, CLK_NS, unit="ns").start())
-    dut.i_rst.value = 1
-    for name in ("i_act_we", "i_start", "i_w_valid"):
-        getattr(dut, name).value = 0
-    if drive_data:
-        for name in (
-            "i_act_waddr",
-            "i_act_codes",
-            "i_act_scale_word",
-            "i_n_tok",
-            "i_n_kb",
-            "i_w_codes",
-            "i_w_scale",
-            "i_w_l2",
-            "i_w_scheme",
-        ):
-            getattr(dut, name).value = 0
-    for _ in range(3):
-        await RisingEdge(dut.i_clk)
-    await FallingEdge(dut.i_clk)
-    dut.i_rst.value = 0
+    data = (
+        "i_act_waddr",
+        "i_act_codes",
+        "i_act_scale_word",
+        "i_n_tok",
+        "i_n_kb",
+        "i_w_codes",
+        "i_w_scale",
+        "i_w_l2",
+        "i_w_scheme",
+    )
+    control = ("i_act_we", "i_start", "i_w_valid")
+    await rtlkit.reset(dut, zero=(*control, *(data if drive_data else ())), period_ns=CLK_NS)
 
 
 async def _load_activations(dut, cfg: ArrayConfig, ops: dict, t0: int, n_tok: int) -> None:

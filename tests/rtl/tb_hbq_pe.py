@@ -22,7 +22,6 @@ import cocotb
 import hbq_stim
 import numpy as np
 import rtlkit
-from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 from hbq_stim import Blocks, PeConfig
 
@@ -52,16 +51,8 @@ def _config(dut) -> tuple[PeConfig, dict]:
 
 async def _start(dut, *, drive_data: bool = True) -> None:
     """Start the clock and apply a synchronous reset for 3 cycles."""
-    cocotb.start_soon(Clock(dut.i_clk, CLK_NS, unit="ns").start())
-    dut.i_rst.value = 1
-    dut.i_valid.value = 0
-    if drive_data:
-        for name in ("i_w", "i_w_scale", "i_w_l2", "i_w_scheme", "i_a", "i_a_scale", "i_a_l2"):
-            getattr(dut, name).value = 0
-    for _ in range(3):
-        await RisingEdge(dut.i_clk)
-    await FallingEdge(dut.i_clk)
-    dut.i_rst.value = 0
+    data = ("i_w", "i_w_scale", "i_w_l2", "i_w_scheme", "i_a", "i_a_scale", "i_a_l2")
+    await rtlkit.reset(dut, zero=("i_valid", *(data if drive_data else ())), period_ns=CLK_NS)
 
 
 class _Driver:

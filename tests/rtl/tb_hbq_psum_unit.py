@@ -22,25 +22,11 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 import rtlkit
-from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge
 
 from coaccel.models.hbq import accumulate_psums, fp16_add, mxint8_dequantize, mxint8_quantize
 
 ROUNDING = {0: "rne", 1: "trunc"}
-
-
-def _pack(values: np.ndarray, width: int) -> int:
-    """Pack unsigned lane values (element i at bits [width*i +: width]) into one integer."""
-    out = 0
-    for i, v in enumerate(np.asarray(values).tolist()):
-        out |= (int(v) & ((1 << width) - 1)) << (width * i)
-    return out
-
-
-def _unpack(word: int, width: int, n: int) -> np.ndarray:
-    mask = (1 << width) - 1
-    return np.array([(word >> (width * i)) & mask for i in range(n)], dtype=np.int64)
 
 
 def _fp16(x: np.ndarray) -> np.ndarray:
@@ -173,9 +159,9 @@ class Harness:
         self._resolvable()
         d = self.dut
         if int(d.o_sum_valid.value):
-            self.sums.append((self.cycle, _unpack(int(d.o_sum.value), 16, self.n)))
+            self.sums.append((self.cycle, rtlkit.unpack_lanes(int(d.o_sum.value), 16, self.n)))
         if int(d.o_valid.value):
-            q = _unpack(int(d.o_q.value), 8, self.n)
+            q = rtlkit.unpack_lanes(int(d.o_q.value), 8, self.n)
             q = np.where(q >= 128, q - 256, q)
             self.blocks.append((self.cycle, q, int(d.o_x.value), self._tags.pop(0)))
 
@@ -188,9 +174,9 @@ class Harness:
         self._tags.append(tag)
         d.i_valid.value = 1
         d.i_first.value = step["first"]
-        d.i_old_q.value = _pack(step["old_q"] & 0xFF, 8)
+        d.i_old_q.value = rtlkit.pack_lanes(step["old_q"] & 0xFF, 8)
         d.i_old_x.value = step["old_x"]
-        d.i_psum.value = _pack(step["new"], 16)
+        d.i_psum.value = rtlkit.pack_lanes(step["new"], 16)
 
     async def tick(self, step: dict | None, tag: object = None) -> None:
         await self.sample()
@@ -202,16 +188,7 @@ async def start(dut) -> tuple[Harness, dict]:
     n = int(dut.SA_N.value)
     if n != int(cfg["params"].get("SA_N", 16)):
         raise AssertionError(f"DUT SA_N={n}, launcher asked for {cfg['params']}")
-    cocotb.start_soon(Clock(dut.i_clk, 10, "ns").start())
-    dut.i_rst.value = 1
-    dut.i_valid.value = 0
-    dut.i_first.value = 0
-    dut.i_old_q.value = 0
-    dut.i_old_x.value = 0
-    dut.i_psum.value = 0
-    for _ in range(3):
-        await FallingEdge(dut.i_clk)
-    dut.i_rst.value = 0
+    await rtlkit.reset(dut, zero=("i_valid", "i_first", "i_old_q", "i_old_x", "i_psum"))
     return Harness(dut, n), cfg
 
 

@@ -23,11 +23,12 @@ VEC = Path(mv.__file__).resolve().parent
 ELEM_FILES = sorted(VEC.glob("elem_*.npz"))
 SCALE_FILES = sorted(VEC.glob("scale_*.npz"))
 BLOCK_FILES = sorted(VEC.glob("block_*.npz"))
+DELTALLM_FILES = sorted(VEC.glob("deltallm_*.npz"))
 
 
 def test_the_committed_files_are_what_the_generator_writes():
     assert mv.differences() == []
-    names = {p.name for p in ELEM_FILES + SCALE_FILES + BLOCK_FILES}
+    names = {p.name for p in ELEM_FILES + SCALE_FILES + BLOCK_FILES + DELTALLM_FILES}
     assert names == set(mv.build_vectors())
     for p in VEC.glob("*.npz"):
         assert p.stat().st_size < mv.MAX_FILE_BYTES, p.name
@@ -116,3 +117,56 @@ def test_block_vectors(path):
                 assert np.array_equal(q.scales.reshape(-1), scales)
         if fmt == "nvfp4":
             assert f["tensor_scale"][0] == orc.nvfp4_tensor_scale(float(np.max(np.abs(x))))
+
+
+def _delta_oracle(keys, theta, naive, refresh, n_sink):
+    """The Delta-Key rule element by element in plain Python integers (docs/deltallm.md §1)."""
+    t_n, d = len(keys), len(keys[0])
+    mem, prev = [0] * d, [0] * d
+    masks, deltas, khat = [], [], []
+    for t in range(t_n):
+        dense = t < n_sink or (refresh > 0 and t % refresh == 0)
+        m_row, d_row = [], []
+        for c in range(d):
+            k = int(keys[t][c])
+            e = k - (prev[c] if naive and not dense else mem[c])
+            keep = dense or abs(e) >= theta
+            delta = (k - mem[c] if dense else e) if keep else 0
+            mem[c] += delta
+            m_row.append(keep)
+            d_row.append(delta)
+        prev = [int(x) for x in keys[t]]
+        masks.append(m_row)
+        deltas.append(d_row)
+        khat.append(list(mem))
+    return masks, deltas, khat
+
+
+def test_deltallm_delta_vectors():
+    """Committed Delta-Key corner sequences: the stored encoding equals a plain-integer oracle."""
+    with np.load(VEC / "deltallm_delta.npz") as f:
+        a = {k: f[k] for k in f.files}
+    assert a["keys"].dtype == np.int8 and a["keys"].shape[2] == mv.DELTA_D
+    for i in range(a["keys"].shape[0]):
+        masks, deltas, khat = _delta_oracle(
+            a["keys"][i].tolist(),
+            int(a["theta"][i]),
+            bool(a["naive"][i]),
+            int(a["refresh_period"][i]),
+            int(a["n_sink"][i]),
+        )
+        assert a["mask"][i].tolist() == masks
+        assert a["deltas"][i].tolist() == deltas
+        assert a["keys_hat"][i].tolist() == khat
+    # the corners are there: an all-zero-delta sequence, the 9-bit extreme, theta 0 and 255
+    assert not a["mask"][0, 1:].any() and int(np.abs(a["deltas"]).max()) == 255
+    assert {0, 1, 255} <= set(a["theta"].tolist()) and a["naive"].any()
+
+
+def test_deltallm_softmax_vectors():
+    """Committed VSSOS corner columns fit the RTL formats (24-bit scores, C in [2^23, 2^24))."""
+    with np.load(VEC / "deltallm_softmax.npz") as f:
+        a = {k: f[k] for k in f.files}
+    assert np.all(np.abs(a["scores"].astype(np.int64)) < 1 << 23)
+    assert np.all((a["mant"] >= 1 << 23) & (a["mant"] < 1 << 24)) and np.all(a["sh"] >= 0)
+    assert -1 in a["tau_e"].tolist() and not a["valid"].all()

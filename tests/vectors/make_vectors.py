@@ -11,6 +11,13 @@ Files (``numpy.savez``; every array is exact, codes are unsigned integers):
   ``codes_<mode>`` for ``rne``, ``half_away``, ``half_up`` (saturating), and ``values`` (the value
   of every code, NaN/±Inf where defined).
 * ``scale_<fmt>.npz``: ``value``, ``divisor``, ``codes_<mode>`` for the five scale roundings.
+* ``deltallm_delta.npz``: corner key sequences for the DeltaLLM Delta-Key encoder, ``keys`` (int8
+  ``(n_seq, T, 16)``) with per-sequence ``theta``, ``naive``, ``refresh_period``, ``n_sink`` and
+  the reference's ``mask``, ``deltas`` (int16) and ``keys_hat`` (int16).
+* ``deltallm_softmax.npz``: corner score columns for the VSSOS softmax state unit, ``scores``
+  (int32 ``(n_case, n_col, 4)``), ``valid`` (bool), ``mant``/``sh`` (int64 ``(n_case, 4)``),
+  ``tau_e`` (int64, -1 = never skip); the testbench computes the expected per-column values
+  with the reference's units.
 * ``block_<fmt>[_<variant>].npz``: ``x`` (float32, ``(n_blocks, block)``), ``codes_<mode>``
   (``(n_blocks, block)``), ``scales_<mode>`` (``(n_blocks,)``), ``elements_<mode>`` (the packed
   per-block element vectors of :func:`coaccel.models.formats.pack_bits`, uint8), and for NVFP4
@@ -23,11 +30,13 @@ reference, and that this script would write the same arrays.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from coaccel.models.deltallm import encode_delta_keys, log2_scale
 from coaccel.models.formats import (
     ELEMENT_FORMATS,
     SCALE_FORMATS,
@@ -151,11 +160,89 @@ def block_vectors(stem: str) -> dict[str, np.ndarray]:
     return out
 
 
+DELTA_D = 16
+"""Head dimension of the committed DeltaLLM encoder vectors (the small RTL configuration)."""
+
+
+def deltallm_delta_vectors() -> dict[str, np.ndarray]:
+    """Corner key sequences for the Delta-Key encoder and the reference's encoding of each."""
+    rng = np.random.default_rng(2026)
+    t_n, d = 12, DELTA_D
+    extremes = np.where(np.arange(t_n)[:, None] % 2 == 0, 127, -128) * np.ones((1, d), int)
+    cases = [
+        # (keys [T, d], theta, naive, refresh_period, n_sink)
+        (np.repeat(rng.integers(-128, 128, (1, d)), t_n, axis=0), 4, False, 0, 1),  # zero deltas
+        (extremes, 0, False, 0, 1),  # |delta| = 255, the 9-bit extreme
+        (extremes, 255, False, 0, 1),  # nothing passes: only the dense row 0
+        (rng.integers(-128, 128, (t_n, d)), 1, False, 0, 1),  # theta 1 is exact
+        (rng.integers(-128, 128, (t_n, d)), 0, False, 0, 1),  # theta 0 keeps every element
+        (np.cumsum(rng.integers(-3, 4, (t_n, d)), axis=0), 2, True, 0, 1),  # naive form
+        (np.cumsum(rng.integers(-9, 10, (t_n, d)), axis=0), 6, False, 4, 1),  # refresh rows
+        (np.cumsum(rng.integers(-9, 10, (t_n, d)), axis=0), 6, False, 0, 3),  # three sinks
+        (np.arange(t_n)[:, None] * np.ones((1, d), int) - 6, 2, True, 0, 1),  # naive never fires
+        (np.arange(t_n)[:, None] * np.ones((1, d), int) - 6, 2, False, 0, 1),  # memory does
+    ]
+    keys = np.stack([np.clip(c[0], -128, 127) for c in cases]).astype(np.int8)
+    out = {
+        "keys": keys,
+        "theta": np.array([c[1] for c in cases], dtype=np.int64),
+        "naive": np.array([c[2] for c in cases], dtype=bool),
+        "refresh_period": np.array([c[3] for c in cases], dtype=np.int64),
+        "n_sink": np.array([c[4] for c in cases], dtype=np.int64),
+    }
+    masks, deltas, khat = [], [], []
+    for i, c in enumerate(cases):
+        dk = encode_delta_keys(
+            keys[i][None],
+            theta=c[1],
+            delta_mode="naive" if c[2] else "memory",
+            refresh_period=c[3],
+            n_sink=c[4],
+        )
+        masks.append(dk.mask[0])
+        deltas.append(dk.deltas[0])
+        khat.append(dk.keys_hat[0])
+    out["mask"] = np.stack(masks)
+    out["deltas"] = np.stack(deltas).astype(np.int16)
+    out["keys_hat"] = np.stack(khat).astype(np.int16)
+    return out
+
+
+def deltallm_softmax_vectors() -> dict[str, np.ndarray]:
+    """Corner score columns for the VSSOS state unit: a growing max, saturated exponents, ties,
+    masked lanes, all-skip and never-skip columns (inputs only)."""
+    lanes, n_col = 4, 10
+    big = 4 * 127 * 127 * 16  # near the largest score of d = 64
+    cases = [
+        # (scores [n_col, lanes], valid mask [n_col, lanes], c per lane, tau)
+        (np.arange(n_col)[:, None] * np.array([1, 10, 100, 1000]), None, 0.01, 8.0),
+        (np.array([[big, -big, 0, 5]] * n_col) * ((-1) ** np.arange(n_col))[:, None], None, 1.0, 4),
+        (np.zeros((n_col, lanes), int), None, 0.5, 8.0),  # all ties: p = 1 every column
+        (np.full((n_col, lanes), 7) - np.arange(n_col)[:, None] * 50, None, 0.02, 1.0),
+        (np.arange(n_col * lanes).reshape(n_col, lanes) % 7 * 300, "tri", 0.003, 2.0),
+        (-(np.arange(n_col)[:, None] * np.ones((1, lanes), int)) * 4000, None, 0.004, math.inf),
+    ]
+    scores = np.stack([c[0] for c in cases]).astype(np.int32)
+    valid = np.ones(scores.shape, dtype=bool)
+    valid[4] = np.arange(n_col)[:, None] >= np.arange(lanes)[None, :] * 2  # lanes start late
+    mant = np.zeros((len(cases), lanes), dtype=np.int64)
+    sh = np.zeros((len(cases), lanes), dtype=np.int64)
+    for i, c in enumerate(cases):
+        for lane in range(lanes):
+            mant[i, lane], sh[i, lane] = log2_scale(c[2] * (1 + lane) / 3)
+    tau_e = np.array(
+        [-1 if math.isinf(c[3]) else math.floor(c[3] * 256 + 0.5) for c in cases], dtype=np.int64
+    )
+    return {"scores": scores, "valid": valid, "mant": mant, "sh": sh, "tau_e": tau_e}
+
+
 def build_vectors() -> dict[str, dict[str, np.ndarray]]:
     """All vector files, by file name."""
     files = {f"elem_{n}.npz": elem_vectors(n) for n in ELEMENT_FORMATS}
     files.update({f"scale_{n}.npz": scale_vectors(n) for n in SCALE_FORMATS})
     files.update({f"block_{s}.npz": block_vectors(s) for s in BLOCK_CASES})
+    files["deltallm_delta.npz"] = deltallm_delta_vectors()
+    files["deltallm_softmax.npz"] = deltallm_softmax_vectors()
     return files
 
 
