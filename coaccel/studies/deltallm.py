@@ -89,6 +89,15 @@ class RealDeltaConfig:
     tokens: int = param(default=128, ge=3, le=512, doc="tokens per passage, [CLS]/[SEP] included")
     layers: tuple[int, ...] = param(default=(0, 2, 4), ge=0, le=5, doc="MiniLM encoder layers")
 
+    def validate(self) -> list[Problem | str]:
+        """Cross-field rules: at least one layer, none twice."""
+        out: list[Problem | str] = []
+        if not self.layers:
+            out.append(Problem("", "layers", (), "needs at least one layer"))
+        if len(set(self.layers)) != len(self.layers):
+            out.append(Problem("", "layers", self.layers, "lists a layer twice"))
+        return out
+
 
 @dataclass(frozen=True)
 class SyntheticDeltaConfig:
@@ -130,7 +139,7 @@ class SyntheticDeltaConfig:
 
     def validate(self) -> list[Problem | str]:
         """Cross-field rules: known, distinct models; ordered outlier factors."""
-        from ..workload import WORKLOAD_NAMES
+        from ..workload import WORKLOAD_NAMES, load_workload
 
         out: list[Problem | str] = []
         if not self.models:
@@ -148,6 +157,17 @@ class SyntheticDeltaConfig:
                 )
         if len(set(self.models)) != len(self.models):
             out.append(Problem("", "models", self.models, "lists a model twice"))
+        for m in self.models:
+            if m in WORKLOAD_NAMES:
+                hkv = load_workload(m).model.kv_heads
+                if self.kv_heads > hkv:
+                    out.append(
+                        Problem(
+                            "", "kv_heads", self.kv_heads,
+                            f"must be <= {hkv}, the KV heads of {m}",
+                        )
+                    )  # fmt: skip
+                    break
         if self.outlier_scale_min > self.outlier_scale_max:
             out.append(
                 Problem(
@@ -683,25 +703,6 @@ def _synthetic_datasets(cfg: DeltaStudyConfig, rng: np.random.Generator) -> list
     return out
 
 
-def _check_sizes(cfg: DeltaStudyConfig) -> list[Problem]:
-    """Synthetic KV heads within each model's, head_dim even (RoPE)."""
-    from ..workload import load_workload
-
-    out = []
-    if "synthetic" in cfg.data:
-        for m in cfg.synthetic.models:
-            hkv = load_workload(m).model.kv_heads
-            if cfg.synthetic.kv_heads > hkv:
-                out.append(
-                    Problem(
-                        "", "synthetic.kv_heads", cfg.synthetic.kv_heads,
-                        f"must be <= {hkv}, the KV heads of {m}",
-                    )
-                )  # fmt: skip
-                break
-    return out
-
-
 def run_delta_study(
     cfg: DeltaStudyConfig,
     *,
@@ -722,14 +723,11 @@ def run_delta_study(
         ConfigError: the configuration breaks a rule.
         MissingDependencyError: ``real`` was asked for and the model package is missing.
     """
-    from ..config import ConfigError, override
+    from ..config import override
 
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     cfg = override(cfg, {})
-    problems = _check_sizes(cfg)
-    if problems:
-        raise ConfigError(problems)
     say = progress or (lambda _msg: None)
     datasets: list[_Dataset] = []
     passages: tuple[tuple[str, int], ...] = ()

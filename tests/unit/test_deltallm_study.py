@@ -224,6 +224,10 @@ def test_config_rules() -> None:
         )
     with pytest.raises(ConfigError, match="twice"):
         run_delta_study(tiny_config(windows=(8, 8)), rng=np.random.default_rng(0))
+    with pytest.raises(ConfigError, match="real.layers: lists a layer twice"):
+        run_delta_study(
+            tiny_config(real=RealDeltaConfig(layers=(1, 1))), rng=np.random.default_rng(0)
+        )
 
 
 def test_shipped_default_config_loads() -> None:
