@@ -22,6 +22,7 @@ from .cycles import (
     query_block_cycles,
 )
 from .keys import layer_qk
+from .priced import priced_components
 from .resources import Resources, estimate_resources, fit_problems, mux_luts
 from .result import DeltaFpgaResult
 
@@ -34,6 +35,7 @@ TARGET = SimTarget(
     load_arch=load_arch,
     load_workload=load_workload,
     simulate=simulate,
+    priced_components=priced_components,
     options=(("engine", "cycle mode's event engine: 'fast' (numba, default) or 'simpy'"),),
 )
 """This simulator as :func:`coaccel.simulate` and ``coaccel sim`` see it."""
@@ -58,6 +60,7 @@ __all__ = [
     "linear_macs_per_token",
     "load_arch",
     "mux_luts",
+    "priced_components",
     "query_block_cycles",
     "simulate",
     "tellme_attention_cycles",

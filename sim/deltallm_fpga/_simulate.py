@@ -170,6 +170,24 @@ def _analytical_compute(arch: DeltaFpgaConfig, ev: DeltaEvents) -> int:
     return round(float(per_block.sum())) + arch.pipeline.normalize_cycles
 
 
+def _activity(ev: DeltaEvents, lanes: int) -> dict[str, int]:
+    """On-chip activity of one (layer, KV head): PV lane-MACs, softmax columns, URAM and
+    BRAM bytes read (Δ bitmask + packed 9-bit values of delta columns and V of kept columns
+    from URAM; the q block and the exact keys from BRAM)."""
+    k = ev.kind
+    visited = k > 0
+    kept = visited & ((k & KIND_SKIPPED) == 0)
+    delta = (k & KIND_DELTA) > 0
+    n_delta = delta.sum(axis=0)
+    nnz = ev.nnz.astype(np.int64)
+    mask_b = -(-ev.head_dim // 8)
+    uram = int(n_delta @ (mask_b + (9 * nnz + 7) // 8)) + int(kept.sum()) * ev.value_dim
+    bram = ev.n_blocks * lanes * ev.head_dim
+    bram += int(np.count_nonzero(k & KIND_EXACT)) * ev.head_dim
+    return dict(pv=lanes * ev.value_dim * int(kept.sum()), columns=int(visited.sum()),
+                uram=uram, bram=bram)  # fmt: skip
+
+
 def _qk_issued(ev: DeltaEvents, lanes: int) -> int:
     """Lane-MACs the array issues for QK in one (layer, KV head): exact columns ``L·d``, delta
     columns ``L·nnz`` (mixed pay both)."""
@@ -216,6 +234,7 @@ def simulate(arch: DeltaFpgaConfig, workload: Workload, *, mode: str = "cycle",
     layers = _simulated_layers(model.layers, arch.keys.layers_simulated)
     lanes = arch.datapath.lanes
     comp, load, store, qk = [], [], [], 0
+    act = dict(pv=0, columns=0, uram=0, bram=0)
     by_tensor: dict[str, int] = {}
     counts = dict(valid=0, fine=0, skipped=0, nz=0, rows=0, visited=0, skip_cols=0)
     for layer in layers:
@@ -238,6 +257,8 @@ def simulate(arch: DeltaFpgaConfig, workload: Workload, *, mode: str = "cycle",
             for key, v in nbytes.items():
                 by_tensor[key] = by_tensor.get(key, 0) + v
             qk += _qk_issued(ev, lanes)
+            for key, v in _activity(ev, lanes).items():
+                act[key] += v
             counts["visited"] += int(np.count_nonzero(ev.kind))
             counts["skip_cols"] += int(np.count_nonzero(ev.kind & KIND_SKIPPED))
     lat = offchip.latency_cycles(arch.dram, arch.freq_mhz)
@@ -263,9 +284,13 @@ def simulate(arch: DeltaFpgaConfig, workload: Workload, *, mode: str = "cycle",
     )
     att = math.ceil(sim_cycles * scale)
     by_tensor = {k: round(v * scale) for k, v in by_tensor.items()}
+    ops = dict(mac_operations=round((qk + act["pv"]) * scale),
+               softmax_columns=round(act["columns"] * scale),
+               uram_read_bytes=round(act["uram"] * scale),
+               bram_read_bytes=round(act["bram"] * scale))  # fmt: skip
     return _result(arch, workload, mode, att, linear_cycles, math.ceil(sum(comp) * scale),
                    math.ceil((sum(load) + sum(store)) * scale), stats, len(layers), notes,
-                   by_tensor)  # fmt: skip
+                   by_tensor, ops)  # fmt: skip
 
 
 def _run_engine(arch: DeltaFpgaConfig, comp: list[int], load: list[int], store: list[int],
@@ -303,7 +328,8 @@ def _run_engine(arch: DeltaFpgaConfig, comp: list[int], load: list[int], store: 
 
 def _result(arch: DeltaFpgaConfig, wl: Workload, mode: str, att: int, linear: int, compute: int,
             memory: int, stats: dict[str, float] | None, n_sim: int, notes: list[str],
-            by_tensor: dict[str, int]) -> DeltaFpgaResult:  # fmt: skip
+            by_tensor: dict[str, int], ops: dict[str, int] | None = None
+            ) -> DeltaFpgaResult:  # fmt: skip
     st = stats or dict(delta_sparsity=0.0, fine_sparsity=0.0, structured_sparsity=0.0,
                        qk_mac_reduction=0.0, skipped_column_fraction=0.0)  # fmt: skip
     total = att + linear
@@ -337,5 +363,13 @@ def _result(arch: DeltaFpgaConfig, wl: Workload, mode: str, att: int, linear: in
         attention_compute_cycles=compute,
         attention_memory_cycles=memory,
         fpga_resources=estimate_resources(arch),
-        **st,
+        delta_sparsity=st["delta_sparsity"],
+        fine_sparsity=st["fine_sparsity"],
+        structured_sparsity=st["structured_sparsity"],
+        qk_mac_reduction=st["qk_mac_reduction"],
+        skipped_column_fraction=st["skipped_column_fraction"],
+        mac_operations=(ops or {}).get("mac_operations", 0),
+        softmax_columns=(ops or {}).get("softmax_columns", 0),
+        uram_read_bytes=(ops or {}).get("uram_read_bytes", 0),
+        bram_read_bytes=(ops or {}).get("bram_read_bytes", 0),
     )

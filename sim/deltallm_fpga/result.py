@@ -31,6 +31,10 @@ class DeltaFpgaResult(SimResult):
         qk_mac_reduction: 1 - (exact + delta QK MACs) / dense causal QK MACs.
         skipped_column_fraction: skipped / visited (vector, column) steps.
         fpga_resources: the design's resource estimate (LUT, FF, DSP, BRAM36, URAM).
+        mac_operations: lane-MACs the MAC array issued (QK exact and delta, PV), every layer.
+        softmax_columns: (vector, column) steps of the softmax unit (x L lanes each).
+        uram_read_bytes: bytes read from the URAM buffers (Δ bitmasks and values, V), B.
+        bram_read_bytes: bytes read from the BRAM buffers (q blocks, key window), B.
     """
 
     engine: str
@@ -47,6 +51,10 @@ class DeltaFpgaResult(SimResult):
     qk_mac_reduction: float
     skipped_column_fraction: float
     fpga_resources: Resources
+    mac_operations: int = 0
+    softmax_columns: int = 0
+    uram_read_bytes: int = 0
+    bram_read_bytes: int = 0
 
     def metrics(self) -> dict[str, Metric]:
         """The base metrics plus ``attention.*``, ``linear.cycles``, ``sparsity.*`` (ratio 1),
@@ -70,4 +78,8 @@ class DeltaFpgaResult(SimResult):
         out["resource_use.dsp"] = (r.dsps, "DSP")
         out["resource_use.bram36"] = (r.bram36, "BRAM36")
         out["resource_use.uram"] = (r.urams, "URAM")
+        out["activity.mac_operations"] = (self.mac_operations, "MAC")
+        out["activity.softmax_columns"] = (self.softmax_columns, "column")
+        out["activity.uram_read_bytes"] = (self.uram_read_bytes, "B")
+        out["activity.bram_read_bytes"] = (self.bram_read_bytes, "B")
         return out
