@@ -6,6 +6,7 @@
   ``q·k̂`` elsewhere, evaluated directly or as the incremental delta chain;
 * :func:`attention` — prefill attention with the VSSOS online softmax, in the bit-exact
   fixed-point mode or the float64 algorithmic mode, with sparsity statistics;
+* :func:`attention_fixed_fast` — the fixed-point prefill in numba, equal to :func:`attention`;
 * :func:`init_decode` / :func:`append_prompt` / :func:`decode_step` — the same per-row
   computation one token at a time;
 * :func:`delta_events` / :class:`DeltaEvents` / :func:`delta_trace` — the per-column event
@@ -17,10 +18,11 @@
 See ``docs/deltallm.md`` for the formats and the order of operations.
 """
 
-from . import _attention, _decode, _delta, _fixed, _scores, _trace, _vssos
+from . import _attention, _decode, _delta, _fast, _fixed, _scores, _trace, _vssos
 from ._attention import *  # noqa: F403  (curated by each module's __all__)
 from ._decode import *  # noqa: F403
 from ._delta import *  # noqa: F403
+from ._fast import *  # noqa: F403
 from ._fixed import *  # noqa: F403
 from ._scores import *  # noqa: F403
 from ._trace import *  # noqa: F403
@@ -30,6 +32,7 @@ __all__ = [
     *_attention.__all__,
     *_decode.__all__,
     *_delta.__all__,
+    *_fast.__all__,
     *_fixed.__all__,
     *_scores.__all__,
     *_trace.__all__,

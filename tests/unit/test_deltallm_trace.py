@@ -141,3 +141,34 @@ def test_column_events_equal_the_reference(opts):
     assert got.delta_sparsity == st.delta_sparsity
     if opts.get("tau") != math.inf:
         assert st.skipped_elements > 0
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [
+        dict(),
+        dict(order="window_first", tau=1.5),
+        dict(denom_mode="kept", tau=1.0),
+        dict(delta_mode="naive", refresh_period=7, n_sink=2),
+        dict(query_block=3, window=1, theta=0),
+        dict(tau=math.inf),
+        dict(causal=False, window=3),
+    ],
+)
+def test_numba_attention_equals_the_reference(opts):
+    rng = np.random.default_rng(12)
+    hq, hkv, t, d, dv = 8, 2, 43, 16, 12
+    k = np.clip(np.cumsum(rng.integers(-3, 4, size=(hkv, t, d)), axis=1), -127, 127)
+    k = k.astype(np.int8)
+    q = rng.integers(-100, 101, size=(hq, t, d)).astype(np.int8)
+    v = rng.integers(-127, 128, size=(hkv, t, dv)).astype(np.int8)
+    kw = dict(theta=3, window=5, tau=2.0, query_block=4, q_scale=rng.uniform(0.05, 0.2, hq),
+              k_scale=rng.uniform(0.05, 0.2, hkv)) | opts  # fmt: skip
+    ref = dl.attention(q, k, v, **kw)
+    fast = dl.attention_fixed_fast(q, k, v, **kw)
+    assert np.array_equal(fast.output, ref.output)
+    st = ref.stats
+    got = (fast.valid_elements, fast.fine_elements, fast.skipped_elements,
+           fast.skipped_columns, fast.visited_columns, fast.delta_sparsity)  # fmt: skip
+    assert got == (st.valid_elements, st.fine_elements, st.skipped_elements,
+                   st.skipped_columns, st.visited_columns, st.delta_sparsity)  # fmt: skip
