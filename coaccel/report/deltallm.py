@@ -305,6 +305,16 @@ def format_delta_table(result: DeltaStudyResult) -> str:
             for f in result.fits
         ]
         blocks.append("theta for the target rho_K (row marked *):\n" + "\n".join(lines))
+        per = []
+        for f in result.fits:
+            vals = [
+                f"{li}: {v:.3f}"
+                for ds, li, th, v in result.layer_sparsity
+                if ds == f.dataset and th == f.theta
+            ]
+            what = "layer" if f.dataset == REAL_DATASET else "draw"
+            per.append(f"{f.dataset} (by {what}): " + ", ".join(vals))
+        blocks.append("rho_K per layer at that theta:\n" + "\n".join(per))
     if result.notes:
         blocks.append("notes:\n" + "\n".join(f"- {n}" for n in result.notes))
     return "\n\n".join(blocks)

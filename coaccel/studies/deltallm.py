@@ -89,6 +89,15 @@ class RealDeltaConfig:
     tokens: int = param(default=128, ge=3, le=512, doc="tokens per passage, [CLS]/[SEP] included")
     layers: tuple[int, ...] = param(default=(0, 2, 4), ge=0, le=5, doc="MiniLM encoder layers")
 
+    def validate(self) -> list[Problem | str]:
+        """Cross-field rules: at least one layer, none twice."""
+        out: list[Problem | str] = []
+        if not self.layers:
+            out.append(Problem("", "layers", (), "needs at least one layer"))
+        if len(set(self.layers)) != len(self.layers):
+            out.append(Problem("", "layers", self.layers, "lists a layer twice"))
+        return out
+
 
 @dataclass(frozen=True)
 class SyntheticDeltaConfig:
@@ -130,7 +139,7 @@ class SyntheticDeltaConfig:
 
     def validate(self) -> list[Problem | str]:
         """Cross-field rules: known, distinct models; ordered outlier factors."""
-        from ..workload import WORKLOAD_NAMES
+        from ..workload import WORKLOAD_NAMES, load_workload
 
         out: list[Problem | str] = []
         if not self.models:
@@ -148,6 +157,17 @@ class SyntheticDeltaConfig:
                 )
         if len(set(self.models)) != len(self.models):
             out.append(Problem("", "models", self.models, "lists a model twice"))
+        for m in self.models:
+            if m in WORKLOAD_NAMES:
+                hkv = load_workload(m).model.kv_heads
+                if self.kv_heads > hkv:
+                    out.append(
+                        Problem(
+                            "", "kv_heads", self.kv_heads,
+                            f"must be <= {hkv}, the KV heads of {m}",
+                        )
+                    )  # fmt: skip
+                    break
         if self.outlier_scale_min > self.outlier_scale_max:
             out.append(
                 Problem(
@@ -179,6 +199,9 @@ class DeltaStudyConfig:
         order: VSSOS column order, ``ascending`` or ``window_first``.
         n_sink: leading keys stored dense and scored exactly.
         refresh_period: dense key row every this many tokens (0: off).
+        engine: fixed mode only: ``fast`` runs
+            :func:`coaccel.models.deltallm.attention_fixed_fast` (numba, bit-exact with the
+            reference: same outputs and counts), ``reference`` the numpy reference itself.
         real: the real-model data.
         synthetic: the synthetic data.
     """
@@ -198,6 +221,9 @@ class DeltaStudyConfig:
     order: Literal["ascending", "window_first"] = param(default="ascending", doc="column order")
     n_sink: int = param(default=1, ge=1, doc="dense leading keys")
     refresh_period: int = param(default=0, ge=0, doc="dense row period (0: off)")
+    engine: Literal["fast", "reference"] = param(
+        default="fast", doc="fixed mode: numba twin of the reference, or the reference itself"
+    )
     real: RealDeltaConfig = param(default=RealDeltaConfig(), doc="real-model data")
     synthetic: SyntheticDeltaConfig = param(default=SyntheticDeltaConfig(), doc="synthetic data")
 
@@ -546,12 +572,18 @@ class _Acc:
     noise_f: float = 0.0
 
 
-def _real_output(res: dl.AttentionResult, t: AttentionTensors, mode: str) -> np.ndarray:
-    """The attention output in the units of v, ``[Hq, T, d]`` float64."""
-    if mode == "float":
-        return res.output
-    sv = np.repeat(t.v_scale, t.group)[:, None, None]
-    return res.output.astype(np.float64) * 2.0**-8 * sv
+@dataclass(frozen=True)
+class _Run:
+    """One attention call's counts and its output in the units of v, ``[Hq, T, d]``."""
+
+    nnz: int
+    size: int
+    fine: int
+    skipped: int
+    valid: int
+    cols_skipped: int
+    cols_visited: int
+    output: np.ndarray
 
 
 class _Dataset:
@@ -570,20 +602,43 @@ class _Dataset:
         self.dense: list[np.ndarray] = []
         self.exact: list[np.ndarray] = []
 
-    def inputs(self, t: AttentionTensors) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
-        if self.mode == "fixed":
-            return t.q_int8, t.k_int8, t.v_int8, {"q_scale": t.q_scale, "k_scale": t.k_scale}
-        return t.q, t.k, t.v, {}
+    def run(
+        self, cfg: DeltaStudyConfig, t: AttentionTensors, theta: float, window: int, tau: float
+    ) -> _Run:
+        """Run the reference (or its bit-exact numba twin in fixed mode) on one tensor."""
+        opts: dict[str, Any] = dict(
+            theta=_theta_arg(theta, self.mode), window=window, tau=tau,
+            query_block=cfg.query_block, denom_mode=cfg.denom_mode, order=cfg.order,
+            n_sink=cfg.n_sink, delta_mode=cfg.delta_mode, refresh_period=cfg.refresh_period,
+        )  # fmt: skip
+        size = t.k.shape[0] * (t.tokens - 1) * t.k.shape[2]
+        st: dl.AttentionStats | dl.FastResult
+        if self.mode == "float":
+            res = dl.attention(t.q, t.k, t.v, mode="float", **opts)
+            st = res.stats
+            nnz = int(np.count_nonzero(res.delta_keys.mask[:, 1:, :]))
+            y = res.output
+        else:
+            sc: dict[str, Any] = {"q_scale": t.q_scale, "k_scale": t.k_scale}
+            if cfg.engine == "fast":
+                fast = dl.attention_fixed_fast(t.q_int8, t.k_int8, t.v_int8, **opts, **sc)
+                st, out = fast, fast.output
+                # rho_K = 1 - nnz/size in float64: rounding recovers nnz exactly (size < 2^50).
+                nnz = round((1.0 - fast.delta_sparsity) * size)
+            else:
+                res = dl.attention(t.q_int8, t.k_int8, t.v_int8, mode="fixed", **opts, **sc)
+                st, out = res.stats, res.output
+                nnz = int(np.count_nonzero(res.delta_keys.mask[:, 1:, :]))
+            # Q7.8 in INT8-v units -> the units of v.
+            y = out.astype(np.float64) * 2.0**-8 * np.repeat(t.v_scale, t.group)[:, None, None]
+        return _Run(
+            nnz, size, st.fine_elements, st.skipped_elements, st.valid_elements,
+            st.skipped_columns, st.visited_columns, y,
+        )  # fmt: skip
 
     def prepare(self, cfg: DeltaStudyConfig) -> None:
         for t in self.tensors:
-            q, k, v, sc = self.inputs(t)
-            res = dl.attention(
-                q, k, v, theta=0, window=t.tokens, tau=math.inf, mode=self.mode,
-                query_block=cfg.query_block, denom_mode=cfg.denom_mode, order=cfg.order,
-                n_sink=cfg.n_sink, **sc,
-            )  # fmt: skip
-            self.dense.append(_real_output(res, t, self.mode))
+            self.dense.append(self.run(cfg, t, 0, t.tokens, math.inf).output)
             self.exact.append(dense_float_attention(t.q, t.k, t.v))
 
     def point(
@@ -591,23 +646,15 @@ class _Dataset:
     ) -> DeltaRow:
         acc = _Acc()
         for t, y_dense, y_exact in zip(self.tensors, self.dense, self.exact, strict=True):
-            q, k, v, sc = self.inputs(t)
-            res = dl.attention(
-                q, k, v, theta=_theta_arg(theta, self.mode), window=window, tau=tau,
-                mode=self.mode, query_block=cfg.query_block, denom_mode=cfg.denom_mode,
-                order=cfg.order, n_sink=cfg.n_sink, delta_mode=cfg.delta_mode,
-                refresh_period=cfg.refresh_period, **sc,
-            )  # fmt: skip
-            rest = res.delta_keys.mask[:, 1:, :]
-            acc.nnz += int(np.count_nonzero(rest))
-            acc.size += rest.size
-            st = res.stats
-            acc.fine += st.fine_elements
-            acc.skipped += st.skipped_elements
-            acc.valid += st.valid_elements
-            acc.cols_skipped += st.skipped_columns
-            acc.cols_visited += st.visited_columns
-            y = _real_output(res, t, self.mode)
+            r = self.run(cfg, t, theta, window, tau)
+            acc.nnz += r.nnz
+            acc.size += r.size
+            acc.fine += r.fine
+            acc.skipped += r.skipped
+            acc.valid += r.valid
+            acc.cols_skipped += r.cols_skipped
+            acc.cols_visited += r.cols_visited
+            y = r.output
             acc.sig += float(np.sum(y_dense * y_dense))
             acc.noise += float(np.sum((y - y_dense) ** 2))
             acc.max_abs = max(acc.max_abs, float(np.abs(y - y_dense).max()))
@@ -683,25 +730,6 @@ def _synthetic_datasets(cfg: DeltaStudyConfig, rng: np.random.Generator) -> list
     return out
 
 
-def _check_sizes(cfg: DeltaStudyConfig) -> list[Problem]:
-    """Synthetic KV heads within each model's, head_dim even (RoPE)."""
-    from ..workload import load_workload
-
-    out = []
-    if "synthetic" in cfg.data:
-        for m in cfg.synthetic.models:
-            hkv = load_workload(m).model.kv_heads
-            if cfg.synthetic.kv_heads > hkv:
-                out.append(
-                    Problem(
-                        "", "synthetic.kv_heads", cfg.synthetic.kv_heads,
-                        f"must be <= {hkv}, the KV heads of {m}",
-                    )
-                )  # fmt: skip
-                break
-    return out
-
-
 def run_delta_study(
     cfg: DeltaStudyConfig,
     *,
@@ -722,14 +750,11 @@ def run_delta_study(
         ConfigError: the configuration breaks a rule.
         MissingDependencyError: ``real`` was asked for and the model package is missing.
     """
-    from ..config import ConfigError, override
+    from ..config import override
 
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     cfg = override(cfg, {})
-    problems = _check_sizes(cfg)
-    if problems:
-        raise ConfigError(problems)
     say = progress or (lambda _msg: None)
     datasets: list[_Dataset] = []
     passages: tuple[tuple[str, int], ...] = ()

@@ -201,6 +201,15 @@ def test_target_row_meets_the_target_and_is_deterministic() -> None:
     assert np.mean(per) == pytest.approx(fit.delta_sparsity, abs=1e-12)
 
 
+def test_fast_engine_gives_the_reference_rows() -> None:
+    cfg = tiny_config(thetas=(0, 3, 9), windows=(4, 8), taus=(2.0, 8.0), denom_mode="kept")
+    fast = run_delta_study(cfg, rng=np.random.default_rng(4))
+    ref = run_delta_study(
+        dataclasses.replace(cfg, engine="reference"), rng=np.random.default_rng(4)
+    )
+    assert fast.rows == ref.rows and fast.fits == ref.fits
+
+
 def test_float_mode_runs_on_float_keys() -> None:
     cfg = tiny_config(mode="float", thetas=(0.0, 0.5), target_delta_sparsity=0.5)
     res = run_delta_study(cfg, rng=np.random.default_rng(0))
@@ -224,6 +233,10 @@ def test_config_rules() -> None:
         )
     with pytest.raises(ConfigError, match="twice"):
         run_delta_study(tiny_config(windows=(8, 8)), rng=np.random.default_rng(0))
+    with pytest.raises(ConfigError, match="real.layers: lists a layer twice"):
+        run_delta_study(
+            tiny_config(real=RealDeltaConfig(layers=(1, 1))), rng=np.random.default_rng(0)
+        )
 
 
 def test_shipped_default_config_loads() -> None:
@@ -253,6 +266,9 @@ def test_report_files(tmp_path: Path) -> None:
             assert p.read_bytes()[:8] == PNG_MAGIC
     text = format_delta_table(res)
     assert "synthetic:llama-3.2-1b" in text and "*" in text
+    assert (
+        "rho_K per layer at that theta" in text and f"0: {res.fits[0].delta_sparsity:.3f}" in text
+    )
 
 
 # ---------------------------------------------------------------------------------------- CLI

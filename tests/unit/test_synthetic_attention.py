@@ -199,3 +199,17 @@ def test_query_offsets_shared_within_a_group(c: float) -> None:
     ]
     # Offsets mu_h = sqrt(c)·z_group + sqrt(1-c)·z_h: correlation c between heads of a group.
     assert abs(float(np.mean(corr)) - c) < 0.1
+
+
+def test_rope_lowers_delta_sparsity_in_the_fast_pairs() -> None:
+    from coaccel.studies.deltallm import channel_sparsity
+
+    kw = dict(tokens=256, kv_heads=8, key_ar=0.99, n_outlier_channels=0)
+    rot = synthetic_attention(np.random.default_rng(6), "llama-3.2-1b", **kw).tensors
+    flat = synthetic_attention(np.random.default_rng(6), "llama-3.2-1b", rope=False, **kw).tensors
+    per_rot, per_flat = channel_sparsity([rot], 4), channel_sparsity([flat], 4)
+    fast = np.r_[0:4, 32:36]  # pairs 0..3 turn by 1, 0.66, 0.44, 0.29 rad per token
+    slow = np.r_[24:32, 56:64]  # wavelengths of thousands of tokens: nearly still over T = 256
+    assert per_rot[fast].mean() < 0.5 * per_rot[slow].mean()
+    # Without RoPE no channel group stands out (same law everywhere).
+    assert abs(per_flat[fast].mean() - per_flat[slow].mean()) < 0.1
