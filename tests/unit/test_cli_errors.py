@@ -44,6 +44,9 @@ def _one_line_error(r: subprocess.CompletedProcess, status: int = 2) -> str:
         ["report", "hbq_e_28nm", "--area-only"],
         ["quant", "--data", "synthetic"],
         ["validate", "hbq", "--no-system"],
+        ["validate", "deltallm"],
+        ["validate", "gpu"],
+        ["delta", "--data", "synthetic"],
         ["demo"],
     ],
 )
