@@ -17,7 +17,8 @@
 // i_clear_o zeroes every o (start of a query block). Query load: i_q_we writes M int8 elements
 // i_q_data to lane i_q_lane, chunk i_q_chunk. Read port: o_rd = o[i_rd_lane][i_rd_chunk*M +: M]
 // (combinational). All accumulator updates take effect at the edge that samples the operation
-// (latency 1, one operation per cycle).
+// (latency 1, one operation per cycle); o_exact_next / o_chain_next show the values they take at
+// that edge (combinational).
 module dl_mac_lanes #(
     parameter integer D  = 128,
     parameter integer L  = 16,
@@ -45,6 +46,8 @@ module dl_mac_lanes #(
     output wire [D-1:0]          o_mask_rest,
     output reg  [L*SW-1:0]       o_exact,
     output reg  [L*SW-1:0]       o_chain,
+    output wire [L*SW-1:0]       o_exact_next,
+    output wire [L*SW-1:0]       o_chain_next,
     input  wire [$clog2(L > 1 ? L : 2)-1:0] i_rd_lane,
     input  wire [$clog2(D/M > 1 ? D/M : 2)-1:0] i_rd_chunk,
     output wire [M*OW-1:0]       o_rd
@@ -128,5 +131,8 @@ module dl_mac_lanes #(
         end
     end
 
+    // the accumulators as they will be after this cycle's operation (the attention top's score)
+    assign o_exact_next = (i_valid && i_op != OP_PV) ? e_next : o_exact;
+    assign o_chain_next = (i_valid && i_op != OP_PV) ? a_next : o_chain;
     assign o_rd = o[OW*(D*i_rd_lane + M*i_rd_chunk) +: OW*M];
 endmodule
