@@ -17,7 +17,7 @@ from typing import NoReturn
 from . import __version__
 
 # Order here is the order in --help.
-COMMANDS = ("demo", "quant", "sim", "cost", "sweep", "validate", "report", "synth")
+COMMANDS = ("demo", "quant", "delta", "sim", "cost", "sweep", "validate", "report", "synth")
 
 DESCRIPTION = """\
 coaccel: accelerator co-design for LLM inference.

@@ -33,6 +33,7 @@ __all__ = [
 
 BUILTIN_TARGETS: Mapping[str, str] = {
     "hbq_asic": "coaccel.sim.hbq_asic",
+    "deltallm_fpga": "coaccel.sim.deltallm_fpga",
 }
 """Kind -> the module whose ``TARGET`` describes it (imported on first use)."""
 

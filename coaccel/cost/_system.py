@@ -20,6 +20,14 @@ uncertainty and its source (:class:`CostBreakdown`). The HBQ ASIC's components:
 ``leakage``     total area x leakage power density x run time
 ============== ============================================================================
 
+FPGA designs (:class:`~coaccel.sim.common.priced.FpgaResourceUse` components, e.g. the DeltaLLM
+vector processor) are priced in resources, not area: each component's resource count goes to
+:attr:`CostBreakdown.resources` (its ``area_um2`` is 0) and its energy is its operations times
+the resource's energy per operation in ``arch_configs/cost/fpga_ultrascale_plus.yaml`` (DSP per
+MAC, BRAM36 / URAM per byte, LUT / FF per resource-cycle); ``fpga_static`` is the programmable
+logic's static power times the run time. A design without a MAC array reports the DSP energy
+per MAC as its :attr:`CostBreakdown.pe`.
+
 The paper's system model ([R-PM] src/perf_model.py) counts ``dram``, ``pe_array`` ("core")
 and the ACT and PSUM SRAM; :attr:`CostBreakdown.rpm_components` names those, so that a
 comparison with its figures compares like with like.
@@ -43,6 +51,7 @@ from ._tech import node_factors
 
 __all__ = [
     "BUFFERS",
+    "FPGA_TABLE",
     "RPM_COMPONENTS",
     "CostBreakdown",
     "PePoint",
@@ -197,6 +206,8 @@ class CostBreakdown:
         seconds: run time of the workload, s.
         macs: multiply-accumulates of the workload.
         sim_mode: the simulator mode that produced the statistics.
+        resources: FPGA resources by kind (``lut``, ``ff``, ``dsp``, ``bram36``, ``uram``),
+            summed over the FPGA components; empty for an ASIC.
     """
 
     arch: str
@@ -211,6 +222,7 @@ class CostBreakdown:
     seconds: float = 0.0
     macs: int = 0
     sim_mode: str = ""
+    resources: Mapping[str, float] = FrozenMap()
 
     @property
     def total_area_um2(self) -> float:
@@ -341,7 +353,13 @@ def price(pc: PricedComponents, node_nm: float = 28) -> CostBreakdown:
         component plus leakage when the input describes a run.
     """
     area, area_sigma, sources, points = _price_area(pc, node_nm)
-    pe = points[0]
+    resources: dict[str, float] = {}
+    for f in pc.fpga:
+        area[f.name] = 0.0
+        area_sigma[f.name] = 0.0
+        resources[f.resource] = resources.get(f.resource, 0.0) + f.count
+        sources[f.name] = f"{f.count:g} {f.resource}; arch_configs/cost/{FPGA_TABLE}"
+    pe = points[0] if points else _fpga_pe_point()
     if not pc.has_run:
         return CostBreakdown(
             arch=pc.arch,
@@ -353,6 +371,7 @@ def price(pc: PricedComponents, node_nm: float = 28) -> CostBreakdown:
             energy_sigma_j=FrozenMap(),
             sources=FrozenMap(sources),
             pe=pe,
+            resources=FrozenMap(resources),
         )
     nf = node_factors(node_nm)
     sm = sram_model()
@@ -385,6 +404,17 @@ def price(pc: PricedComponents, node_nm: float = 28) -> CostBreakdown:
             f"bytes moved in the simulated traces x {d.energy_pj_per_byte:g} pJ/B "
             f"({d.memory_type}): {d.source}"
         )
+    if pc.fpga:
+        ft = shipped_table(FPGA_TABLE)
+        for f in pc.fpga:
+            e = ft[_FPGA_ENERGY[f.resource]]
+            energy[f.name] = f.operations * e.value * 1e-12
+            sigma[f.name] = energy[f.name] * e.uncertainty
+            sources[f.name] += f"; energy: operations x {e.value:g} {e.unit}: {e.source}"
+        st = ft["pl_static_w"]
+        energy["fpga_static"] = st.value * pc.seconds
+        sigma["fpga_static"] = energy["fpga_static"] * st.uncertainty
+        sources["fpga_static"] = f"{st.source}; x run time"
     leak = t["leakage_mw_per_mm2"]
     p_w = leak.value * 1e-3 * sum(area.values()) * 1e-6 * nf.leakage
     energy["leakage"] = p_w * pc.seconds
@@ -403,4 +433,25 @@ def price(pc: PricedComponents, node_nm: float = 28) -> CostBreakdown:
         seconds=pc.seconds,
         macs=sum(m.macs for m in pc.macs),
         sim_mode=pc.mode,
+        resources=FrozenMap(resources),
     )
+
+
+FPGA_TABLE = "fpga_ultrascale_plus.yaml"
+"""The FPGA resource energy table (``arch_configs/cost/``)."""
+
+_FPGA_ENERGY = {
+    "dsp": "dsp_energy_pj_per_op",
+    "bram36": "bram36_energy_pj_per_byte",
+    "uram": "uram_energy_pj_per_byte",
+    "lut": "lut_energy_pj_per_cycle",
+    "ff": "ff_energy_pj_per_cycle",
+}
+"""FPGA resource -> its energy entry in :data:`FPGA_TABLE`."""
+
+
+def _fpga_pe_point() -> PePoint:
+    """The DSP48E2's energy per MAC as the per-MAC point of an FPGA design (no area)."""
+    e = shipped_table(FPGA_TABLE)["dsp_energy_pj_per_op"]
+    return PePoint(0.0, 0.0, e.value * 1e3, e.value * 1e3 * e.uncertainty,
+                   f"FPGA DSP48E2: {e.source}")  # fmt: skip

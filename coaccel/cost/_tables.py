@@ -39,7 +39,13 @@ __all__ = [
 ]
 
 
-TABLE_FILES = ("pe_gates.yaml", "tech_scaling.yaml", "sram_28nm.yaml", "system_28nm.yaml")
+TABLE_FILES = (
+    "pe_gates.yaml",
+    "tech_scaling.yaml",
+    "sram_28nm.yaml",
+    "system_28nm.yaml",
+    "fpga_ultrascale_plus.yaml",
+)
 """The shipped component tables (``arch_configs/cost/``)."""
 
 

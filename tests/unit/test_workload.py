@@ -103,6 +103,7 @@ def test_every_shipped_workload_loads_with_every_scenario_and_sources(name):
 # hidden, intermediate, layers, heads, kv_heads, head_dim, vocab, max positions, tied, theta.
 PUBLISHED = {
     "bitnet-b1.58-2b-4t": (2560, 6912, 30, 20, 5, 128, 128256, 4096, True, 500000.0),
+    "bitnet-b1.58-large": (1536, 4096, 24, 16, 16, 96, 32002, 2048, False, 10000.0),
     "llama-3.2-1b": (2048, 8192, 16, 32, 8, 64, 128256, 131072, True, 500000.0),
     "llama-3.1-8b": (4096, 14336, 32, 32, 8, 128, 128256, 131072, False, 500000.0),
     "qwen1.5-moe-a2.7b": (2048, 5632, 24, 16, 16, 128, 151936, 8192, False, 1e6),

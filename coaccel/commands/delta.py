@@ -1,0 +1,212 @@
+"""``coaccel delta``: the DeltaLLM sparsity study (real MiniLM keys and synthetic LLM-like keys).
+
+Loads a study config (default: the shipped ``arch_configs/studies/deltallm_default.yaml``),
+applies the command-line overrides, runs :func:`coaccel.studies.deltallm.run_delta_study` and
+writes the report of :mod:`coaccel.report.deltallm` (CSV + PNG) into ``--out``, printing the
+table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DEFAULT_CONFIG = "studies/deltallm_default.yaml"
+DEFAULT_OUT = Path("reports") / "delta"
+
+# Config keys the flags override, for error messages in the user's terms.
+_FLAG_OF_KEY = {
+    "data": "--data",
+    "mode": "--mode",
+    "seed": "--seed",
+    "thetas": "--thetas",
+    "windows": "--windows",
+    "taus": "--taus",
+    "target_delta_sparsity": "--target",
+    "real.tokens": "--tokens",
+    "synthetic.tokens": "--tokens",
+    "real.passages": "--passages",
+    "real.layers": "--layers",
+    "synthetic.models": "--models",
+    "synthetic.key_ar": "--key-ar",
+}
+
+EPILOG = """\
+examples:
+  coaccel delta                                   default study (MiniLM + synthetic keys)
+  coaccel delta --data real --thetas 0,8,16,32 --taus 4,8,12
+  coaccel delta --data synthetic --models llama-3.2-1b --key-ar 0.95 --tokens 256
+  coaccel delta --target 0.5 --windows 1,16,64 --out /tmp/delta
+  coaccel delta --config my_study.yaml            a study file (see docs/deltallm_study.md)
+"""
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``delta`` sub-command.
+
+    Args:
+        subparsers: the ``add_subparsers()`` object of the top-level parser.
+    """
+    from ._args import add_output_flags, int_in
+
+    p = subparsers.add_parser(
+        "delta",
+        help="DeltaLLM Delta-Key and VSSOS sparsity on real (MiniLM) and synthetic keys",
+        description=(
+            "DeltaLLM sparsity study: sweeps the Delta-Key threshold theta, the exact window W\n"
+            "and the VSSOS skip threshold tau over real all-MiniLM-L6-v2 keys (Python\n"
+            "documentation passages) and synthetic LLM-like post-RoPE keys; prints the\n"
+            "Delta-Key sparsity rho_K, the fine and structured score sparsities rho_fine and\n"
+            "rho_S, the attention-output error against dense attention, and the theta that\n"
+            "reaches a target rho_K. Writes CSV files and PNG charts into --out.\n"
+            "Flags override the config file (docs/deltallm_study.md)."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help=f"study YAML (default: the shipped arch_configs/{DEFAULT_CONFIG})",
+    )
+    p.add_argument("--data", metavar="SRC,...", help="comma-separated: real, synthetic")
+    p.add_argument("--mode", choices=("fixed", "float"), help="reference mode")
+    p.add_argument("--thetas", metavar="A,B,...", help="Delta-Key thresholds (fixed: key LSBs)")
+    p.add_argument("--windows", metavar="A,B,...", help="exact windows W, tokens")
+    p.add_argument("--taus", metavar="A,B,...", help="VSSOS thresholds, log2 units (inf: none)")
+    p.add_argument(
+        "--target", type=float, metavar="RHO", help="rho_K the theta search aims for (0: none)"
+    )
+    p.add_argument("--tokens", type=int_in(2, None), metavar="T", help="tokens per sequence")
+    p.add_argument("--passages", type=int_in(1, None), metavar="N", help="pydoc passages")
+    p.add_argument("--layers", metavar="A,B,...", help="MiniLM layers (0..5)")
+    p.add_argument("--models", metavar="M,...", help="workload models of the synthetic keys")
+    p.add_argument("--key-ar", type=float, metavar="A", help="synthetic key AR(1) coefficient")
+    p.add_argument("--seed", type=int, metavar="N", help="seed of the synthetic tensors")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        metavar="DIR",
+        help=f"output folder (default: ./{DEFAULT_OUT.as_posix()})",
+    )
+    add_output_flags(p, "print the result rows and fits as JSON")
+    p.set_defaults(func=run, command="delta")
+
+
+def _numbers(text: str, flag: str, kind: type) -> list[Any]:
+    from ..errors import CoaccelError
+    from ._args import comma_list
+
+    out = []
+    for item in comma_list(text, flag):
+        try:
+            out.append(kind(item) if kind is int else float(item))
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise CoaccelError(f"{flag} {text!r}: {item!r} is not {what}") from None
+    return out
+
+
+def _changes(args: argparse.Namespace, data: tuple[str, ...]) -> dict[str, Any]:
+    from ._args import comma_list
+
+    ch: dict[str, Any] = {}
+    if args.data is not None:
+        ch["data"] = comma_list(args.data, "--data")
+    if args.mode is not None:
+        ch["mode"] = args.mode
+    if args.thetas is not None:
+        ch["thetas"] = _numbers(args.thetas, "--thetas", float)
+    if args.windows is not None:
+        ch["windows"] = _numbers(args.windows, "--windows", int)
+    if args.taus is not None:
+        ch["taus"] = _numbers(args.taus, "--taus", float)
+    if args.target is not None:
+        ch["target_delta_sparsity"] = args.target
+    if args.tokens is not None:
+        ch["real.tokens"] = args.tokens
+        ch["synthetic.tokens"] = args.tokens
+    if args.passages is not None:
+        ch["real.passages"] = args.passages
+    if args.layers is not None:
+        ch["real.layers"] = _numbers(args.layers, "--layers", int)
+    if args.models is not None:
+        ch["synthetic.models"] = comma_list(args.models, "--models")
+    if args.key_ar is not None:
+        ch["synthetic.key_ar"] = args.key_ar
+    if args.seed is not None:
+        ch["seed"] = args.seed
+    return ch
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the study and write its report.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 on success (errors raise ``CoaccelError``; the CLI turns them into exit status 2).
+    """
+    from ..arch_configs import path as shipped
+    from ..config import ConfigError, Problem, dump_config, load_config, override
+    from ..report.deltallm import format_delta_table, write_delta_report
+    from ..report.files import write_manifest
+    from ..studies.deltallm import DeltaStudyConfig, rows_as_dicts, run_delta_study
+    from ._args import prepare_out_dir
+
+    cfg_path = args.config if args.config is not None else shipped(DEFAULT_CONFIG)
+    cfg = load_config(cfg_path, DeltaStudyConfig)
+    changes = _changes(args, cfg.data)
+    if changes:
+        try:
+            cfg = override(cfg, changes)
+        except ConfigError as exc:
+            problems = []
+            for p in exc.problems:
+                key = p.key
+                for k, flag in _FLAG_OF_KEY.items():
+                    if key == k or key.startswith(k + "["):
+                        key = flag + key[len(k) :]
+                        break
+                problems.append(Problem("command line", key, p.value, p.message, p.valid))
+            raise ConfigError(problems) from None
+
+    def progress(msg: str) -> None:
+        if not args.quiet and not args.json:
+            print(f"delta: {msg}", file=sys.stderr, flush=True)
+
+    prepare_out_dir(args.out)
+    result = run_delta_study(cfg, rng=np.random.default_rng(cfg.seed), progress=progress)
+    paths = write_delta_report(result, args.out)
+    write_manifest(
+        args.out,
+        paths,
+        command="coaccel delta",
+        settings={"config": str(cfg_path), "study": dump_config(cfg)},
+    )
+    if args.json:
+        doc = {
+            "rows": rows_as_dicts(result.rows),
+            "fits": rows_as_dicts(result.fits),
+            "passages": [list(p) for p in result.passages],
+            "notes": list(result.notes),
+            "files": [str(p) for p in paths],
+        }
+        json.dump(doc, sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+        return 0
+    print(format_delta_table(result))
+    if not args.quiet:
+        print()
+        for path in paths:
+            print(f"wrote {path}")
+    return 0

@@ -1,0 +1,805 @@
+"""The DeltaLLM sparsity study behind ``coaccel delta`` ([DELTALLM]).
+
+It runs the DeltaLLM attention reference (:func:`coaccel.models.deltallm.attention`) on real and
+synthetic keys and queries over a grid of the Delta-Key threshold θ, the exact window W and the
+VSSOS skip threshold τ, and measures for each point (micro-averaged over every tensor of a
+data set: all counts are summed before dividing):
+
+* ``ρ_K``, the Delta-Key sparsity ``1 − nnz(Δ_1..T−1) / ((T−1)·d)`` summed over KV heads;
+* ``ρ_fine``, the fraction of causally valid (query head, query, key) elements whose log2
+  exponent reaches τ;
+* ``ρ_S``, the fraction of valid elements inside skipped VSSOS columns (``ρ_S ≤ ρ_fine``);
+* the attention-output error against dense attention: the same datapath with θ = 0, W = T and
+  τ = ∞ (isolates the DeltaLLM approximation), as the relative L2 error pooled over all
+  outputs and the largest absolute error; and the relative L2 error against exact float64
+  softmax attention of the unquantized tensors (adds the INT8 and fixed-point error).
+
+It also **finds θ for a target ρ_K** per data set (:func:`find_theta`) and evaluates that θ at
+the first W and τ of the grid.
+
+Data sets:
+
+* ``real``: all-MiniLM-L6-v2 ([MINILM]) on passages of the Python documentation topics
+  ([PYDOC]), per layer and head (``coaccel.models.nn.real_attention``). MiniLM is
+  bidirectional and has no RoPE; each head is its own KV head (GQA group 1). The reference still
+  applies its causal mask.
+* ``synthetic``: :func:`coaccel.models.nn.synthetic_attention` with the dimensions of the
+  configured models, post-RoPE, GQA group 4, key autocorrelation ``key_ar``.
+
+This module computes only; :mod:`coaccel.report.deltallm` formats, writes and plots.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from ..config import Problem, param
+from ..errors import MissingDependencyError
+from ..models import deltallm as dl
+from ..models.nn import SYNTHETIC_MODELS, AttentionTensors, synthetic_attention
+
+__all__ = [
+    "DATA_SOURCES",
+    "REAL_DATASET",
+    "DeltaRow",
+    "DeltaStudyConfig",
+    "DeltaStudyResult",
+    "RealDeltaConfig",
+    "SyntheticDeltaConfig",
+    "ThetaFit",
+    "channel_sparsity",
+    "delta_sparsity",
+    "dense_float_attention",
+    "find_theta",
+    "rows_as_dicts",
+    "run_delta_study",
+]
+
+DATA_SOURCES = ("real", "synthetic")
+"""``real``: MiniLM on pydoc passages; ``synthetic``: the LLM-like generator."""
+
+REAL_DATASET = "minilm"
+"""The ``dataset`` name of the real-model rows."""
+
+Progress = Callable[[str], None]
+
+
+# ---------------------------------------------------------------------------------- config
+@dataclass(frozen=True)
+class RealDeltaConfig:
+    """Real keys: all-MiniLM-L6-v2 on pydoc passages.
+
+    Attributes:
+        passages: passages of the Python documentation topics (picked at evenly spaced ranks of
+            the topics, sorted by name, whose prose is long enough).
+        tokens: tokens per passage including [CLS] and [SEP] (MiniLM's limit is 512).
+        layers: encoder layers whose q, k, v are used (0..5).
+    """
+
+    passages: int = param(default=1, ge=1, le=30, doc="pydoc passages")
+    tokens: int = param(default=128, ge=3, le=512, doc="tokens per passage, [CLS]/[SEP] included")
+    layers: tuple[int, ...] = param(default=(0, 2, 4), ge=0, le=5, doc="MiniLM encoder layers")
+
+
+@dataclass(frozen=True)
+class SyntheticDeltaConfig:
+    """Synthetic LLM-like keys (:func:`coaccel.models.nn.synthetic_attention`).
+
+    Attributes:
+        models: shipped workload models whose dimensions and RoPE are used.
+        tokens: sequence length T.
+        kv_heads: KV heads per draw (queries: ``kv_heads · G``).
+        layers: independent draws per model (one "layer" each).
+        key_ar: lag-1 autocorrelation of the pre-RoPE key fluctuation, ``[0, 1)``.
+        query_ar: the same for queries.
+        value_ar: the same for values.
+        key_mean_std: spread of the per-channel key offsets.
+        query_mean_std: spread of the per-channel query offsets.
+        query_group_share: fraction of the query offset variance shared by a group's heads.
+        outlier_channels: outlier channels per head (keys and queries).
+        outlier_scale_min: smallest outlier factor.
+        outlier_scale_max: largest outlier factor.
+        rope: apply RoPE (False: pre-RoPE keys, for ablation).
+    """
+
+    models: tuple[str, ...] = param(default=SYNTHETIC_MODELS, doc="workload models")
+    tokens: int = param(default=128, ge=2, doc="sequence length T")
+    kv_heads: int = param(default=1, ge=1, doc="KV heads per draw")
+    layers: int = param(default=1, ge=1, doc="independent draws per model")
+    key_ar: float = param(default=0.9, ge=0, lt=1, doc="key AR(1) coefficient")
+    query_ar: float = param(default=0.5, ge=0, lt=1, doc="query AR(1) coefficient")
+    value_ar: float = param(default=0.5, ge=0, lt=1, doc="value AR(1) coefficient")
+    key_mean_std: float = param(default=1.0, ge=0, doc="per-channel key offset spread")
+    query_mean_std: float = param(default=2.0, ge=0, doc="per-channel query offset spread")
+    query_group_share: float = param(
+        default=0.5, ge=0, le=1, doc="query offset variance shared within a KV group"
+    )
+    outlier_channels: int = param(default=4, ge=0, doc="outlier channels per head")
+    outlier_scale_min: float = param(default=2.0, ge=1, doc="smallest outlier factor")
+    outlier_scale_max: float = param(default=8.0, ge=1, doc="largest outlier factor")
+    rope: bool = param(default=True, doc="apply RoPE to q and k")
+
+    def validate(self) -> list[Problem | str]:
+        """Cross-field rules: known, distinct models; ordered outlier factors."""
+        from ..workload import WORKLOAD_NAMES
+
+        out: list[Problem | str] = []
+        if not self.models:
+            out.append(Problem("", "models", (), "needs at least one model"))
+        for i, m in enumerate(self.models):
+            if m not in WORKLOAD_NAMES:
+                out.append(
+                    Problem(
+                        "",
+                        f"models[{i}]",
+                        m,
+                        f"unknown model {m!r}; valid: {', '.join(WORKLOAD_NAMES)}",
+                        ", ".join(WORKLOAD_NAMES),
+                    )
+                )
+        if len(set(self.models)) != len(self.models):
+            out.append(Problem("", "models", self.models, "lists a model twice"))
+        if self.outlier_scale_min > self.outlier_scale_max:
+            out.append(
+                Problem(
+                    "",
+                    "outlier_scale_min",
+                    self.outlier_scale_min,
+                    f"must be <= outlier_scale_max ({self.outlier_scale_max})",
+                )
+            )
+        return out
+
+
+@dataclass(frozen=True)
+class DeltaStudyConfig:
+    """Configuration of the DeltaLLM sparsity study (``arch_configs/studies/``).
+
+    Attributes:
+        data: data sources, ``real`` and/or ``synthetic``.
+        seed: seed of the synthetic tensors.
+        mode: ``fixed`` (bit-exact INT8 datapath; θ in key LSBs) or ``float`` (float64
+            algorithmic mode on the unquantized tensors; θ in key units).
+        thetas: Delta-Key thresholds of the grid (integers in fixed mode).
+        windows: exact windows W of the grid (diagonal included).
+        taus: VSSOS skip thresholds of the grid, log2 units (``.inf``: never skip).
+        target_delta_sparsity: the ρ_K that :func:`find_theta` aims for (0: no search).
+        query_block: consecutive query tokens per VSSOS vector (``P_q``).
+        delta_mode: ``memory`` or ``naive`` Delta-Key form.
+        denom_mode: ``full`` (skipped columns still add to the denominator) or ``kept``.
+        order: VSSOS column order, ``ascending`` or ``window_first``.
+        n_sink: leading keys stored dense and scored exactly.
+        refresh_period: dense key row every this many tokens (0: off).
+        real: the real-model data.
+        synthetic: the synthetic data.
+    """
+
+    VERSION: ClassVar[int] = 1
+
+    data: tuple[Literal["real", "synthetic"], ...] = param(default=DATA_SOURCES, doc="sources")
+    seed: int = param(default=0, ge=0, doc="seed of the synthetic tensors")
+    mode: Literal["fixed", "float"] = param(default="fixed", doc="reference mode")
+    thetas: tuple[float, ...] = param(default=(0, 4, 8, 16), ge=0, doc="θ grid")
+    windows: tuple[int, ...] = param(default=(16,), ge=1, doc="W grid, tokens")
+    taus: tuple[float, ...] = param(default=(8.0,), ge=1 / 256, doc="τ grid, log2 units")
+    target_delta_sparsity: float = param(default=0.6, ge=0, lt=1, doc="ρ_K target of the θ search")
+    query_block: int = param(default=4, ge=1, doc="query tokens per VSSOS vector")
+    delta_mode: Literal["memory", "naive"] = param(default="memory", doc="Delta-Key form")
+    denom_mode: Literal["full", "kept"] = param(default="full", doc="VSSOS denominator")
+    order: Literal["ascending", "window_first"] = param(default="ascending", doc="column order")
+    n_sink: int = param(default=1, ge=1, doc="dense leading keys")
+    refresh_period: int = param(default=0, ge=0, doc="dense row period (0: off)")
+    real: RealDeltaConfig = param(default=RealDeltaConfig(), doc="real-model data")
+    synthetic: SyntheticDeltaConfig = param(default=SyntheticDeltaConfig(), doc="synthetic data")
+
+    def validate(self) -> list[Problem | str]:
+        """Cross-field rules: non-empty, distinct grids; integer θ in fixed mode."""
+        out: list[Problem | str] = []
+        if not self.data:
+            out.append(Problem("", "data", (), "needs at least one of: real, synthetic"))
+        if len(set(self.data)) != len(self.data):
+            out.append(Problem("", "data", self.data, "lists a source twice"))
+        for key in ("thetas", "windows", "taus"):
+            vals = getattr(self, key)
+            if not vals:
+                out.append(Problem("", key, (), "needs at least one value"))
+            if len(set(vals)) != len(vals):
+                out.append(Problem("", key, vals, "lists a value twice"))
+        if self.mode == "fixed":
+            for i, th in enumerate(self.thetas):
+                if th != int(th):
+                    out.append(
+                        Problem(
+                            "",
+                            f"thetas[{i}]",
+                            th,
+                            "must be a whole number of key LSBs in fixed mode",
+                            "an integer",
+                        )
+                    )
+        return out
+
+
+# --------------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class DeltaRow:
+    """One grid point on one data set (micro-averaged over its tensors).
+
+    Attributes:
+        source: ``real`` or ``synthetic``.
+        dataset: ``minilm`` or ``synthetic:<model>``.
+        mode: ``fixed`` or ``float``.
+        theta: Delta-Key threshold (key LSBs in fixed mode, key units in float mode).
+        window: exact window W.
+        tau: VSSOS threshold, log2 units.
+        theta_from_target: True for the row of the θ found for ``target_delta_sparsity``.
+        delta_sparsity: ``ρ_K``.
+        fine_sparsity: ``ρ_fine``.
+        structured_sparsity: ``ρ_S``.
+        skipped_column_fraction: skipped (vector, column) steps / visited steps.
+        rel_l2_error: ``‖y − y_dense‖ / ‖y_dense‖`` pooled over all outputs, against the same
+            datapath with θ = 0, W = T, τ = ∞.
+        max_abs_error: ``max |y − y_dense|``, in the units of v.
+        rel_l2_error_float: ``‖y − y_exact‖ / ‖y_exact‖`` against exact float64 softmax
+            attention of the unquantized q, k, v (causal).
+        tensors: tensors (layers × passages or draws) pooled.
+        kv_heads: KV heads per tensor.
+        query_heads: query heads per tensor.
+        tokens: sequence length T.
+        head_dim: d.
+    """
+
+    source: str
+    dataset: str
+    mode: str
+    theta: float
+    window: int
+    tau: float
+    theta_from_target: bool
+    delta_sparsity: float
+    fine_sparsity: float
+    structured_sparsity: float
+    skipped_column_fraction: float
+    rel_l2_error: float
+    max_abs_error: float
+    rel_l2_error_float: float
+    tensors: int
+    kv_heads: int
+    query_heads: int
+    tokens: int
+    head_dim: int
+
+
+@dataclass(frozen=True)
+class ThetaFit:
+    """The θ found for a target ρ_K on one data set.
+
+    Attributes:
+        dataset: the data set.
+        target: the target ρ_K.
+        theta: the found threshold: ``ρ_K(theta) >= target`` and ``ρ_K(theta_below) < target``.
+        delta_sparsity: ``ρ_K(theta)``.
+        theta_below: the largest threshold the search saw below the target (integer mode:
+            ``theta − 1``; float mode: within the search tolerance of ``theta``).
+        delta_sparsity_below: ``ρ_K(theta_below)``.
+        evaluations: ρ_K evaluations the bisection used.
+    """
+
+    dataset: str
+    target: float
+    theta: float
+    delta_sparsity: float
+    theta_below: float
+    delta_sparsity_below: float
+    evaluations: int
+
+
+@dataclass(frozen=True, eq=False)
+class DeltaStudyResult:
+    """The study's output: pure data.
+
+    Attributes:
+        config: the configuration that produced it.
+        rows: one :class:`DeltaRow` per data set × grid point (θ, then W, then τ), followed by
+            each data set's row at the found θ.
+        fits: one :class:`ThetaFit` per data set (empty when the target is 0).
+        layer_sparsity: ``(dataset, layer, theta, ρ_K)`` for every grid θ (and the found θ)
+            and every layer (MiniLM, pooled over passages) or draw (synthetic).
+        channel_sparsity: per data set, float64 ``[d]`` ρ_K per head dimension at the found θ
+            (or the largest grid θ without a target), pooled over heads and layers.
+        passages: ``(topic, tokens)`` of the real passages (empty without ``real``).
+        notes: plain statements about the data (e.g. that MiniLM has no RoPE).
+    """
+
+    config: DeltaStudyConfig
+    rows: tuple[DeltaRow, ...]
+    fits: tuple[ThetaFit, ...]
+    layer_sparsity: tuple[tuple[str, int, float, float], ...]
+    channel_sparsity: dict[str, npt.NDArray[np.float64]]
+    passages: tuple[tuple[str, int], ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def datasets(self) -> tuple[str, ...]:
+        """Data-set names in row order."""
+        return tuple(dict.fromkeys(r.dataset for r in self.rows))
+
+    def select(self, **fields: Any) -> tuple[DeltaRow, ...]:
+        """Rows whose fields equal every given value (e.g. ``dataset="minilm", tau=8.0``)."""
+        return tuple(r for r in self.rows if all(getattr(r, k) == v for k, v in fields.items()))
+
+
+# ------------------------------------------------------------------------------ statistics
+def _keys(t: AttentionTensors, mode: str) -> np.ndarray:
+    return t.k_int8 if mode == "fixed" else t.k
+
+
+def _nnz(
+    tensors: Sequence[AttentionTensors], theta: float, mode: str, opts: dict[str, Any]
+) -> tuple[int, int]:
+    nnz = size = 0
+    for t in tensors:
+        dk = dl.encode_delta_keys(_keys(t, mode), theta=_theta_arg(theta, mode), **opts)
+        rest = dk.mask[:, 1:, :]
+        nnz += int(np.count_nonzero(rest))
+        size += rest.size
+    return nnz, size
+
+
+def _theta_arg(theta: float, mode: str) -> float:
+    return int(theta) if mode == "fixed" else float(theta)
+
+
+def delta_sparsity(
+    tensors: Sequence[AttentionTensors],
+    theta: float,
+    *,
+    mode: str = "fixed",
+    delta_mode: str = "memory",
+    refresh_period: int = 0,
+    n_sink: int = 1,
+) -> float:
+    """Micro-averaged Delta-Key sparsity ``ρ_K`` of several tensors' keys at one θ.
+
+    Args:
+        tensors: the data set.
+        theta: threshold (key LSBs in fixed mode, key units in float mode).
+        mode: ``fixed`` (INT8 keys) or ``float`` (float keys).
+        delta_mode: Delta-Key form.
+        refresh_period: dense row period (0: off).
+        n_sink: dense leading rows.
+
+    Returns:
+        ``1 − Σ nnz(Δ_1..T−1) / Σ (T−1)·Hkv·d``; 0.0 when no tensor has two tokens.
+    """
+    opts = {"delta_mode": delta_mode, "refresh_period": refresh_period, "n_sink": n_sink}
+    nnz, size = _nnz(tensors, theta, mode, opts)
+    return 1.0 - nnz / size if size else 0.0
+
+
+def find_theta(
+    tensors: Sequence[AttentionTensors],
+    target: float,
+    *,
+    mode: str = "fixed",
+    delta_mode: str = "memory",
+    refresh_period: int = 0,
+    n_sink: int = 1,
+    dataset: str = "",
+    rel_tol: float = 1e-3,
+) -> ThetaFit:
+    """Find θ for a target Delta-Key sparsity by bisection.
+
+    ``ρ_K(θ)`` rises with θ on real key sequences, but it is not monotone in general (a larger
+    θ lets the memory lag, and a later difference may then cross the threshold where it would
+    not have), so the search keeps the bisection invariant instead of assuming monotonicity:
+    ``ρ_K(lo) < target <= ρ_K(hi)``. It returns ``hi``: a θ meeting the target whose lower
+    neighbour does not. Where ``ρ_K`` is monotone this is the smallest θ meeting the target.
+
+    Fixed mode searches the integers ``0 .. 255`` (at θ = 255 every INT8 difference, at most
+    254 in magnitude, is dropped, so ``ρ_K = 1``). Float mode searches ``[0, 2·max|k| + 1]``
+    until ``hi − lo <= rel_tol · hi``.
+
+    Args:
+        tensors: the data set (keys are taken in the form of ``mode``).
+        target: ρ_K to reach, ``0 < target < 1``.
+        mode: ``fixed`` or ``float``.
+        delta_mode: Delta-Key form.
+        refresh_period: dense row period.
+        n_sink: dense leading rows.
+        dataset: name recorded in the result.
+        rel_tol: float-mode stopping tolerance.
+
+    Returns:
+        The :class:`ThetaFit`.
+    """
+    if not 0.0 < target < 1.0:
+        raise ValueError(f"target must be in (0, 1), got {target}")
+    if not tensors:
+        raise ValueError("find_theta needs at least one tensor")
+    opts = {"delta_mode": delta_mode, "refresh_period": refresh_period, "n_sink": n_sink}
+    evals = 0
+
+    @functools.cache
+    def rho(th: float) -> float:
+        nonlocal evals
+        evals += 1
+        nnz, size = _nnz(tensors, th, mode, opts)
+        return 1.0 - nnz / size if size else 0.0
+
+    lo: float
+    hi: float
+    if mode == "fixed":
+        lo, hi = 0, 255
+        if rho(lo) >= target:
+            return ThetaFit(dataset, target, 0, rho(0), -1, math.nan, evals)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if rho(mid) >= target:
+                hi = mid
+            else:
+                lo = mid
+    else:
+        lo = 0.0
+        hi = 2.0 * max(float(np.abs(t.k).max()) for t in tensors) + 1.0
+        if rho(lo) >= target:
+            return ThetaFit(dataset, target, 0.0, rho(0.0), math.nan, math.nan, evals)
+        while hi - lo > rel_tol * hi:
+            half = 0.5 * (lo + hi)
+            if rho(half) >= target:
+                hi = half
+            else:
+                lo = half
+    return ThetaFit(dataset, target, hi, rho(hi), lo, rho(lo), evals)
+
+
+def channel_sparsity(
+    tensors: Sequence[AttentionTensors],
+    theta: float,
+    *,
+    mode: str = "fixed",
+    delta_mode: str = "memory",
+    refresh_period: int = 0,
+    n_sink: int = 1,
+) -> npt.NDArray[np.float64]:
+    """ρ_K per head dimension, pooled over tensors, KV heads and rows 1..T−1.
+
+    Args:
+        tensors: the data set (all of one head width d).
+        theta: threshold.
+        mode: ``fixed`` or ``float``.
+        delta_mode: Delta-Key form.
+        refresh_period: dense row period.
+        n_sink: dense leading rows.
+
+    Returns:
+        float64 ``[d]``.
+    """
+    nnz: np.ndarray | None = None
+    count = 0
+    for t in tensors:
+        dk = dl.encode_delta_keys(
+            _keys(t, mode),
+            theta=_theta_arg(theta, mode),
+            delta_mode=delta_mode,
+            refresh_period=refresh_period,
+            n_sink=n_sink,
+        )
+        per = np.count_nonzero(dk.mask[:, 1:, :], axis=(0, 1))
+        nnz = per if nnz is None else nnz + per
+        count += dk.mask.shape[0] * (dk.mask.shape[1] - 1)
+    assert nnz is not None
+    return 1.0 - nnz / count if count else np.zeros(nnz.shape)
+
+
+def dense_float_attention(
+    q: npt.ArrayLike, k: npt.ArrayLike, v: npt.ArrayLike, *, causal: bool = True
+) -> npt.NDArray[np.float64]:
+    """Exact softmax attention in float64: ``softmax(q·kᵀ/√d + mask)·v`` per query head.
+
+    Args:
+        q: ``[Hq, T, d]``.
+        k: ``[Hkv, T, d]``; query head ``h`` reads KV head ``h // (Hq/Hkv)``.
+        v: ``[Hkv, T, dv]``.
+        causal: mask keys after the query.
+
+    Returns:
+        float64 ``[Hq, T, dv]``.
+    """
+    qa, ka, va = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    g = qa.shape[0] // ka.shape[0]
+    kk, vv = np.repeat(ka, g, axis=0), np.repeat(va, g, axis=0)
+    s = qa @ kk.transpose(0, 2, 1) / math.sqrt(qa.shape[2])
+    if causal:
+        t_n = qa.shape[1]
+        s = np.where(np.tril(np.ones((t_n, t_n), dtype=bool)), s, -np.inf)
+    s -= s.max(axis=-1, keepdims=True)
+    p = np.exp(s)
+    p /= p.sum(axis=-1, keepdims=True)
+    return p @ vv
+
+
+# --------------------------------------------------------------------------------- the study
+@dataclass
+class _Acc:
+    """Pooled counts of one grid point over a data set's tensors."""
+
+    nnz: int = 0
+    size: int = 0
+    fine: int = 0
+    skipped: int = 0
+    valid: int = 0
+    cols_skipped: int = 0
+    cols_visited: int = 0
+    sig: float = 0.0
+    noise: float = 0.0
+    max_abs: float = 0.0
+    sig_f: float = 0.0
+    noise_f: float = 0.0
+
+
+def _real_output(res: dl.AttentionResult, t: AttentionTensors, mode: str) -> np.ndarray:
+    """The attention output in the units of v, ``[Hq, T, d]`` float64."""
+    if mode == "float":
+        return res.output
+    sv = np.repeat(t.v_scale, t.group)[:, None, None]
+    return res.output.astype(np.float64) * 2.0**-8 * sv
+
+
+class _Dataset:
+    """A data set's tensors with their dense references, computed once."""
+
+    def __init__(
+        self,
+        source: str,
+        name: str,
+        tensors: list[AttentionTensors],
+        mode: str,
+        layers: list[int],
+    ) -> None:
+        self.source, self.name, self.tensors, self.mode = source, name, tensors, mode
+        self.layers = layers  # layer (or draw) of each tensor
+        self.dense: list[np.ndarray] = []
+        self.exact: list[np.ndarray] = []
+
+    def inputs(self, t: AttentionTensors) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+        if self.mode == "fixed":
+            return t.q_int8, t.k_int8, t.v_int8, {"q_scale": t.q_scale, "k_scale": t.k_scale}
+        return t.q, t.k, t.v, {}
+
+    def prepare(self, cfg: DeltaStudyConfig) -> None:
+        for t in self.tensors:
+            q, k, v, sc = self.inputs(t)
+            res = dl.attention(
+                q, k, v, theta=0, window=t.tokens, tau=math.inf, mode=self.mode,
+                query_block=cfg.query_block, denom_mode=cfg.denom_mode, order=cfg.order,
+                n_sink=cfg.n_sink, **sc,
+            )  # fmt: skip
+            self.dense.append(_real_output(res, t, self.mode))
+            self.exact.append(dense_float_attention(t.q, t.k, t.v))
+
+    def point(
+        self, cfg: DeltaStudyConfig, theta: float, window: int, tau: float, from_target: bool
+    ) -> DeltaRow:
+        acc = _Acc()
+        for t, y_dense, y_exact in zip(self.tensors, self.dense, self.exact, strict=True):
+            q, k, v, sc = self.inputs(t)
+            res = dl.attention(
+                q, k, v, theta=_theta_arg(theta, self.mode), window=window, tau=tau,
+                mode=self.mode, query_block=cfg.query_block, denom_mode=cfg.denom_mode,
+                order=cfg.order, n_sink=cfg.n_sink, delta_mode=cfg.delta_mode,
+                refresh_period=cfg.refresh_period, **sc,
+            )  # fmt: skip
+            rest = res.delta_keys.mask[:, 1:, :]
+            acc.nnz += int(np.count_nonzero(rest))
+            acc.size += rest.size
+            st = res.stats
+            acc.fine += st.fine_elements
+            acc.skipped += st.skipped_elements
+            acc.valid += st.valid_elements
+            acc.cols_skipped += st.skipped_columns
+            acc.cols_visited += st.visited_columns
+            y = _real_output(res, t, self.mode)
+            acc.sig += float(np.sum(y_dense * y_dense))
+            acc.noise += float(np.sum((y - y_dense) ** 2))
+            acc.max_abs = max(acc.max_abs, float(np.abs(y - y_dense).max()))
+            acc.sig_f += float(np.sum(y_exact * y_exact))
+            acc.noise_f += float(np.sum((y - y_exact) ** 2))
+        t0 = self.tensors[0]
+        return DeltaRow(
+            source=self.source,
+            dataset=self.name,
+            mode=self.mode,
+            theta=float(theta),
+            window=int(window),
+            tau=float(tau),
+            theta_from_target=from_target,
+            delta_sparsity=1.0 - acc.nnz / acc.size if acc.size else 0.0,
+            fine_sparsity=acc.fine / acc.valid,
+            structured_sparsity=acc.skipped / acc.valid,
+            skipped_column_fraction=acc.cols_skipped / acc.cols_visited,
+            rel_l2_error=math.sqrt(acc.noise / acc.sig) if acc.sig else math.inf,
+            max_abs_error=acc.max_abs,
+            rel_l2_error_float=math.sqrt(acc.noise_f / acc.sig_f) if acc.sig_f else math.inf,
+            tensors=len(self.tensors),
+            kv_heads=int(t0.k.shape[0]),
+            query_heads=int(t0.q.shape[0]),
+            tokens=t0.tokens,
+            head_dim=int(t0.q.shape[2]),
+        )
+
+
+@functools.lru_cache(maxsize=1)
+def _minilm() -> Any:
+    from ..models.nn.minilm import load_minilm
+
+    try:
+        return load_minilm()
+    except ModuleNotFoundError as exc:
+        raise MissingDependencyError(str(exc)) from None
+
+
+def _real_dataset(cfg: DeltaStudyConfig) -> tuple[_Dataset, tuple[tuple[str, int], ...]]:
+    from ..config import ConfigError
+    from ..models.nn.real_attention import minilm_attention, pydoc_passages
+
+    model = _minilm()
+    try:
+        passages = pydoc_passages(model, cfg.real.passages, cfg.real.tokens)
+    except ValueError as exc:
+        raise ConfigError([Problem("", "real.passages", cfg.real.passages, str(exc))]) from None
+    tensors = minilm_attention(model, passages, layers=cfg.real.layers)
+    layer_of = [li for _ in passages for li in cfg.real.layers]
+    ds = _Dataset("real", REAL_DATASET, tensors, cfg.mode, layer_of)
+    return ds, tuple((p.topic, p.tokens) for p in passages)
+
+
+def _synthetic_datasets(cfg: DeltaStudyConfig, rng: np.random.Generator) -> list[_Dataset]:
+    s = cfg.synthetic
+    out = []
+    for model in s.models:
+        tensors = [
+            synthetic_attention(
+                rng, model, tokens=s.tokens, kv_heads=s.kv_heads, key_ar=s.key_ar,
+                query_ar=s.query_ar, value_ar=s.value_ar, key_mean_std=s.key_mean_std,
+                query_mean_std=s.query_mean_std, query_group_share=s.query_group_share,
+                n_outlier_channels=s.outlier_channels,
+                outlier_scale_min=s.outlier_scale_min, outlier_scale_max=s.outlier_scale_max,
+                rope=s.rope,
+            ).tensors
+            for _ in range(s.layers)
+        ]  # fmt: skip
+        out.append(
+            _Dataset("synthetic", f"synthetic:{model}", tensors, cfg.mode, list(range(s.layers)))
+        )
+    return out
+
+
+def _check_sizes(cfg: DeltaStudyConfig) -> list[Problem]:
+    """Synthetic KV heads within each model's, head_dim even (RoPE)."""
+    from ..workload import load_workload
+
+    out = []
+    if "synthetic" in cfg.data:
+        for m in cfg.synthetic.models:
+            hkv = load_workload(m).model.kv_heads
+            if cfg.synthetic.kv_heads > hkv:
+                out.append(
+                    Problem(
+                        "", "synthetic.kv_heads", cfg.synthetic.kv_heads,
+                        f"must be <= {hkv}, the KV heads of {m}",
+                    )
+                )  # fmt: skip
+                break
+    return out
+
+
+def run_delta_study(
+    cfg: DeltaStudyConfig,
+    *,
+    rng: np.random.Generator,
+    progress: Progress | None = None,
+) -> DeltaStudyResult:
+    """Run the DeltaLLM sparsity study.
+
+    Args:
+        cfg: the study configuration (validated again here, so hand-built configs are safe).
+        rng: random generator for the synthetic tensors (the CLI seeds it with ``cfg.seed``).
+        progress: optional callback receiving one short line per step.
+
+    Returns:
+        The :class:`DeltaStudyResult`.
+
+    Raises:
+        ConfigError: the configuration breaks a rule.
+        MissingDependencyError: ``real`` was asked for and the model package is missing.
+    """
+    from ..config import ConfigError, override
+
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    cfg = override(cfg, {})
+    problems = _check_sizes(cfg)
+    if problems:
+        raise ConfigError(problems)
+    say = progress or (lambda _msg: None)
+    datasets: list[_Dataset] = []
+    passages: tuple[tuple[str, int], ...] = ()
+    notes: list[str] = []
+    if "real" in cfg.data:
+        say(f"real: MiniLM q, k, v on {cfg.real.passages} pydoc passage(s) of {cfg.real.tokens}")
+        ds, passages = _real_dataset(cfg)
+        datasets.append(ds)
+        notes.append(
+            "minilm: all-MiniLM-L6-v2 is a bidirectional encoder with absolute positions: no "
+            "RoPE; each of its 12 heads is its own KV head (GQA group 1); the DeltaLLM "
+            "datapath applies its causal mask to it"
+        )
+        notes.append(
+            f"minilm: passages from pydoc_data.topics of Python {sys.version.split()[0]}: "
+            + ", ".join(f"{t} ({n} tokens)" for t, n in passages)
+        )
+    if "synthetic" in cfg.data:
+        datasets += _synthetic_datasets(cfg, rng)
+        s = cfg.synthetic
+        notes.append(
+            f"synthetic: {'post' if s.rope else 'pre'}-RoPE keys, key AR(1) coefficient "
+            f"{s.key_ar}, query {s.query_ar}, value {s.value_ar}, {s.outlier_channels} outlier "
+            f"channels x[{s.outlier_scale_min}, {s.outlier_scale_max}], seed {cfg.seed}"
+        )
+    enc: dict[str, Any] = {
+        "delta_mode": cfg.delta_mode,
+        "refresh_period": cfg.refresh_period,
+        "n_sink": cfg.n_sink,
+    }
+    rows: list[DeltaRow] = []
+    fits: list[ThetaFit] = []
+    layers: list[tuple[str, int, float, float]] = []
+    channels: dict[str, np.ndarray] = {}
+    for ds in datasets:
+        say(f"{ds.name}: dense references of {len(ds.tensors)} tensor(s)")
+        ds.prepare(cfg)
+        for theta in cfg.thetas:
+            for w in cfg.windows:
+                for tau in cfg.taus:
+                    say(f"{ds.name}: theta={theta:g} W={w} tau={tau:g}")
+                    rows.append(ds.point(cfg, theta, w, tau, False))
+        thetas = [float(x) for x in cfg.thetas]
+        if cfg.target_delta_sparsity > 0:
+            fit = find_theta(
+                ds.tensors, cfg.target_delta_sparsity, mode=cfg.mode, dataset=ds.name, **enc
+            )
+            fits.append(fit)
+            say(f"{ds.name}: theta={fit.theta:g} reaches rho_K={fit.delta_sparsity:.3f}")
+            rows.append(ds.point(cfg, fit.theta, cfg.windows[0], cfg.taus[0], True))
+            thetas.append(float(fit.theta))
+            probe = fit.theta
+        else:
+            probe = max(cfg.thetas)
+        for li in dict.fromkeys(ds.layers):
+            group = [t for t, x in zip(ds.tensors, ds.layers, strict=True) if x == li]
+            for th in thetas:
+                layers.append((ds.name, li, th, delta_sparsity(group, th, mode=cfg.mode, **enc)))
+        channels[ds.name] = channel_sparsity(ds.tensors, probe, mode=cfg.mode, **enc)
+    return DeltaStudyResult(
+        config=cfg,
+        rows=tuple(rows),
+        fits=tuple(fits),
+        layer_sparsity=tuple(layers),
+        channel_sparsity=channels,
+        passages=passages,
+        notes=tuple(notes),
+    )
+
+
+def rows_as_dicts(rows: Iterable[Any]) -> list[dict[str, Any]]:
+    """Dataclass rows (:class:`DeltaRow`, :class:`ThetaFit`) as plain dicts in field order."""
+    return [dataclasses.asdict(r) for r in rows]

@@ -1,0 +1,196 @@
+"""``coaccel validate deltallm``: the DeltaLLM FPGA simulator against the published figures.
+
+Pure computation: :func:`validate_deltallm` returns a :class:`~.targets.Validation` whose rows
+(:class:`~.targets.Target`, shared with ``validate hbq``) are, for BitNet-b1.58-2B-4T and
+Llama-3.2-1B prefill at T = 64 ... 1024:
+
+* ``calibration``: the TeLLMe-v2 baseline's TTFT at 64 and 128 tokens against its published
+  0.45 s and 0.96 s ([TELLME2]); fitted (two points fix its two free parameters);
+* ``sparsity``: Delta-Key sparsity ρ_K against DeltaLLM's "up to 60 %" and structured score
+  sparsity ρ_S against 63 % ([DELTALLM]); predicted from the synthetic keys at the design's θ
+  and τ;
+* ``speedup``: attention-only and end-to-end (attention + linear layers) prefill speedup of the
+  vector processor over TeLLMe-v2 against DeltaLLM's 1.62x; predicted;
+* ``resources``: DSP48E2 and BRAM36 of the vector processor against TeLLMe-v2's attention engine
+  (DeltaLLM claims fewer of both; TeLLMe's own figures are unpublished estimates).
+
+Notes say which assumptions drive each gap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ..config import override
+from ..simulation import load_arch, simulate
+from .targets import Target, Validation
+
+__all__ = [
+    "MODELS",
+    "PAPER_DELTA_KEY_SPARSITY",
+    "PAPER_SPEEDUP",
+    "PAPER_STRUCTURED_SPARSITY",
+    "TOKENS",
+    "validate_deltallm",
+]
+
+MODELS = ("bitnet-b1.58-2b-4t", "llama-3.2-1b")
+"""The two models of the DeltaLLM studies ([DELTALLM])."""
+
+TOKENS = (64, 128, 256, 512, 1024)
+"""Prefill lengths of the rows (the workloads' ``prefill_<T>`` scenarios)."""
+
+PAPER_DELTA_KEY_SPARSITY = 0.60
+"""[DELTALLM]: up to 60 % Delta-Key sparsity with negligible average accuracy loss."""
+PAPER_STRUCTURED_SPARSITY = 0.63
+"""[DELTALLM] (hardware co-design version): 63 % structured attention-score sparsity (VSSOS)."""
+PAPER_SPEEDUP = 1.62
+"""[DELTALLM] (hardware co-design version): 1.62x over TeLLMe-v2 on the KV260."""
+
+_SRC_SPARSE = "[DELTALLM] abstract: up to 60 % Delta-Key sparsity"
+_SRC_VSSOS = "[DELTALLM] hardware co-design version's abstract: 63 % structured score sparsity"
+_SRC_SPEED = "[DELTALLM] hardware co-design version's abstract: 1.62x over TeLLMe-v2 on the KV260"
+_SRC_TTFT = "[TELLME2] abstract: TTFT 0.45-0.96 s for 64-128-token prompts"
+_SPARSITY_TOL_PCT = 10.0
+_SPEEDUP_TOL_PCT = 10.0
+
+
+def validate_deltallm(
+    *,
+    arch: Any = "kv260",
+    baseline: Any = "tellme_v2",
+    mode: str = "analytical",
+    models: Sequence[str] = MODELS,
+    tokens: Sequence[int] = TOKENS,
+    layers_simulated: int = 2,
+) -> Validation:
+    """Every DeltaLLM validation target (module docstring).
+
+    Args:
+        arch: the DeltaLLM design (shipped name, path or config).
+        baseline: the TeLLMe-v2 design.
+        mode: simulator mode of the DeltaLLM runs (``analytical`` or ``cycle``).
+        models: workload models.
+        tokens: prefill lengths (each model needs a ``prefill_<T>`` scenario).
+        layers_simulated: layers per model run through the reference (0: all).
+
+    Returns:
+        The :class:`~.targets.Validation`.
+    """
+    _, ours = load_arch(arch)
+    ours = override(ours, {"keys.layers_simulated": layers_simulated})
+    _, base = load_arch(baseline)
+    rows: list[Target] = []
+    for t_n, sec in ((64, 0.45), (128, 0.96)):
+        r = simulate(base, f"bitnet-b1.58-large:prefill_{t_n}")
+        rows.append(
+            Target(
+                "calibration",
+                f"TeLLMe-v2 TTFT, bitnet-b1.58-large, T={t_n}",
+                r.seconds,
+                sec,
+                "s",
+                1.0,
+                _SRC_TTFT,
+                "TLMM rate and softmax-loop II fitted to both points: in sample by construction",
+                fit="fitted",
+            )  # fmt: skip
+        )
+    a = ours.algorithm
+    for model in models:
+        for t_n in tokens:
+            wl = f"{model}:prefill_{t_n}"
+            d = simulate(ours, wl, mode=mode)
+            b = simulate(base, wl)
+            label = f"{model}, T={t_n}"
+            rows.append(
+                Target(
+                    "sparsity",
+                    f"Delta-Key sparsity ρ_K, {label}",
+                    d.delta_sparsity,
+                    PAPER_DELTA_KEY_SPARSITY,
+                    "1",
+                    _SPARSITY_TOL_PCT,
+                    _SRC_SPARSE,
+                    f"θ = {a.theta} on the synthetic keys (key_ar {ours.keys.key_ar}); "
+                    "ρ_K follows the keys' temporal correlation, which for real LLM keys "
+                    "we could not measure",
+                )  # fmt: skip
+            )
+            rows.append(
+                Target(
+                    "sparsity",
+                    f"structured score sparsity ρ_S, {label}",
+                    d.structured_sparsity,
+                    PAPER_STRUCTURED_SPARSITY,
+                    "1",
+                    _SPARSITY_TOL_PCT,
+                    _SRC_VSSOS,
+                    f"τ = {a.tau_log2}, {ours.datapath.lanes}-lane vectors; ρ_S rises with "
+                    "T (longer rows hold more negligible columns) and with how strongly a KV "
+                    "group's query heads agree (query_group_share)",
+                )  # fmt: skip
+            )
+            att = b.attention_cycles / d.attention_cycles
+            e2e = b.seconds / d.seconds
+            rows.append(
+                Target(
+                    "speedup",
+                    f"attention speedup vs TeLLMe-v2, {label}",
+                    att,
+                    PAPER_SPEEDUP,
+                    "x",
+                    _SPEEDUP_TOL_PCT,
+                    _SRC_SPEED,
+                    "TeLLMe-v2's attention is its FP16 loop with the II fitted to its TTFT "
+                    "on the 0.7B model (the fit puts all quadratic prefill time into the "
+                    "attention loop) and ported to this model as multi-head over hidden "
+                    "(how DeltaLLM ported it to GQA is unknown); this dominates the gap",
+                )  # fmt: skip
+            )
+            rows.append(
+                Target(
+                    "speedup",
+                    f"end-to-end prefill speedup vs TeLLMe-v2, {label}",
+                    e2e,
+                    PAPER_SPEEDUP,
+                    "x",
+                    _SPEEDUP_TOL_PCT,
+                    _SRC_SPEED,
+                    "both designs use the same fitted TLMM linear engine, which takes most "
+                    "of the prefill at these lengths; whether 1.62x is attention-only or "
+                    "end-to-end is not published",
+                )  # fmt: skip
+            )
+    dr, br = simulate(ours, f"{models[0]}:prefill_{tokens[0]}", mode=mode), None
+    br = base.tellme
+    for res, ours_v, theirs in (("DSP48E2", dr.fpga_resources.dsps, br.dsps if br else math.nan),
+                                ("BRAM36", dr.fpga_resources.bram36,
+                                 br.bram36 if br else math.nan)):  # fmt: skip
+        rows.append(
+            Target(
+                "resources",
+                f"{res}: DeltaLLM / TeLLMe-v2 attention (claim: < 1)",
+                ours_v / theirs,
+                math.nan,
+                "x",
+                None,
+                "[DELTALLM] hardware co-design version's abstract: fewer DSPs and BRAMs",
+                f"ours {ours_v:g} from the resource estimate; TeLLMe-v2's {theirs:g} is our "
+                "unverified estimate of its FP16 attention engine (its resource table was "
+                "not available), so the ratio is indicative only",
+            )  # fmt: skip
+        )
+    notes = (
+        f"DeltaLLM runs: design {ours.name}, simulator mode '{mode}', {layers_simulated or 'all'} "
+        "layers per model through the bit-exact reference (their cycles scaled to every "
+        "layer), keys from the seeded synthetic LLM-like generator (coaccel.models.nn).",
+        "Baseline: TeLLMe-v2 calibrated to its two published TTFT points (fitted rows); every "
+        "DeltaLLM row is predicted (no DeltaLLM figure was used in any fit).",
+        "Not covered: accuracy (the sparsity rows say nothing about task accuracy), decode "
+        "(the 57 % prefill + decode figure of DeltaLLM v1), and the DeltaLLM paper's own "
+        "datapath, which was not available.",
+    )
+    return Validation(tuple(rows), sim_mode=mode, notes=notes)

@@ -1,0 +1,168 @@
+"""Validation rows shared by every `coaccel validate <paper>`: Target and Validation.
+
+A :class:`Target` is one published figure beside our value, its unit, the tolerance asked for,
+the error, whether the figure was used in a fit (``fitted``) or not (``predicted``) and a note
+saying how our value was obtained and what drives a difference. A :class:`Validation` is the
+rows plus notes; the report layer prints and writes it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal
+
+__all__ = ["FIT_ROLES", "Target", "Validation"]
+
+FIT_ROLES = ("predicted", "fitted")
+"""Values of :attr:`Target.fit`: ``predicted`` (the paper's figure was not used in any fit),
+``fitted`` (it is, or is computed from, a point a model was fitted on)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """One validation target.
+
+    Attributes:
+        group: ``pe_area``, ``pe_energy``, ``claim``, ``system_energy`` or ``speedup``.
+        name: what is compared.
+        ours: our value.
+        paper: the paper's value (NaN when the sources give none).
+        unit: the unit of both.
+        tolerance_pct: the agreement asked for, percent (None: no tolerance stated).
+        ours_sigma: one-sigma uncertainty of our value (NaN if not stated).
+        ours_loo: our value predicted without this point in the fit (NaN if not a fit point).
+        ours_as_paper: our simulated value counted the way the paper's model counts (NaN
+            where not applicable): system energy without the DRAM traffic [R-PM] has no term
+            for, speedups without the weight-loading cycles [R-PM] does not model. It
+            attributes a difference; :attr:`status` is always judged on :attr:`ours`.
+        source: where the paper's value comes from.
+        note: how our value was obtained and, where we differ, why.
+        fit: ``"fitted"`` when the paper's figure is, or is computed from, a point the PE
+            model was fitted on (agreement is in sample: read :attr:`ours_loo` for how well
+            the model predicts it), ``"predicted"`` when it was not used in any fit.
+    """
+
+    group: str
+    name: str
+    ours: float
+    paper: float
+    unit: str
+    tolerance_pct: float | None
+    source: str
+    note: str = ""
+    ours_sigma: float = math.nan
+    ours_loo: float = math.nan
+    ours_as_paper: float = math.nan
+    fit: Literal["fitted", "predicted"] = "predicted"
+
+    def __post_init__(self) -> None:
+        if self.fit not in FIT_ROLES:
+            raise ValueError(
+                f"Target {self.name!r}: fit must be one of {', '.join(FIT_ROLES)}, got {self.fit!r}"
+            )
+
+    @property
+    def error_pct(self) -> float:
+        """``100 * (ours / paper - 1)`` (NaN without a paper value)."""
+        if math.isnan(self.paper) or self.paper == 0:
+            return math.nan
+        return 100.0 * (self.ours / self.paper - 1.0)
+
+    @property
+    def loo_error_pct(self) -> float:
+        """Error of the leave-one-out prediction, percent."""
+        if math.isnan(self.ours_loo) or math.isnan(self.paper):
+            return math.nan
+        return 100.0 * (self.ours_loo / self.paper - 1.0)
+
+    @property
+    def as_paper_error_pct(self) -> float:
+        """Error of :attr:`ours_as_paper`, percent."""
+        if math.isnan(self.ours_as_paper) or math.isnan(self.paper):
+            return math.nan
+        return 100.0 * (self.ours_as_paper / self.paper - 1.0)
+
+    @property
+    def status(self) -> Literal["ok", "differs", "no paper value", "baseline missing", "info"]:
+        """``ok`` within tolerance, ``differs`` outside it, ``info`` without a tolerance,
+        ``baseline missing`` when our side cannot be computed (a figure the sources lack)."""
+        if math.isnan(self.ours):
+            return "baseline missing"
+        if math.isnan(self.paper):
+            return "no paper value"
+        if self.tolerance_pct is None:
+            return "info"
+        # 1e-9 points of slack: 110 vs 100 at ±10 % is within, whatever the float rounding.
+        return "ok" if abs(self.error_pct) <= self.tolerance_pct + 1e-9 else "differs"
+
+    @property
+    def loo_status(self) -> Literal["ok", "differs", ""]:
+        """The leave-one-out prediction judged against the same tolerance: ``ok`` or
+        ``differs``; empty without a leave-one-out value or a tolerance."""
+        if self.tolerance_pct is None or math.isnan(self.loo_error_pct):
+            return ""
+        return "ok" if abs(self.loo_error_pct) <= self.tolerance_pct + 1e-9 else "differs"
+
+
+@dataclass(frozen=True)
+class Validation:
+    """All validation targets plus the context needed to read them.
+
+    Attributes:
+        targets: the rows.
+        breakdowns: cost breakdowns behind some rows (HBQ: system energy), keyed ``(model, arch)``.
+        sim_mode: simulator mode of the system rows (``cycle`` / ``analytical``).
+        notes: general remarks (what was simulated how, what is missing).
+    """
+
+    targets: tuple[Target, ...]
+    breakdowns: Mapping[tuple[str, str], Any] = field(default_factory=lambda: MappingProxyType({}))
+    sim_mode: str = ""
+    notes: tuple[str, ...] = ()
+
+    def select(self, group: str) -> list[Target]:
+        """The targets of one group."""
+        return [t for t in self.targets if t.group == group]
+
+    def counts(self) -> dict[str, int]:
+        """Number of targets per status."""
+        out: dict[str, int] = {}
+        for t in self.targets:
+            out[t.status] = out.get(t.status, 0) + 1
+        return out
+
+    def counts_by_fit(self) -> dict[str, dict[str, int]]:
+        """Number of targets per status, separately for ``predicted`` and ``fitted`` rows.
+
+        Returns:
+            ``{"predicted": {status: n}, "fitted": {status: n}}`` (a role without rows is left
+            out).
+        """
+        out: dict[str, dict[str, int]] = {}
+        for role in ("predicted", "fitted"):
+            for t in self.targets:
+                if t.fit == role:
+                    c = out.setdefault(role, {})
+                    c[t.status] = c.get(t.status, 0) + 1
+        return out
+
+    def loo_outside(self) -> list[Target]:
+        """Fitted rows whose leave-one-out prediction is outside the row's tolerance."""
+        return [t for t in self.targets if t.fit == "fitted" and t.loo_status == "differs"]
+
+    def loo_max_abs_error_pct(self, within: bool = True) -> float:
+        """Largest leave-one-out error (absolute, percent) of the fitted rows with a
+        tolerance: over those within it (``within=True``) or over all of them.
+
+        Returns:
+            The error, or NaN when no fitted row has a leave-one-out value.
+        """
+        errs = [
+            abs(t.loo_error_pct)
+            for t in self.targets
+            if t.fit == "fitted" and t.loo_status and (not within or t.loo_status == "ok")
+        ]
+        return max(errs) if errs else math.nan

@@ -1,0 +1,153 @@
+"""Real attention inputs: all-MiniLM-L6-v2's queries, keys and values on long English passages.
+
+Corpus: the Python documentation topics that ship with CPython in the standard library module
+``pydoc_data.topics`` ([PYDOC]; the text of ``help("assert")`` and friends, one entry per
+statement, type or concept of the language reference). It needs no download, and its long
+entries reach MiniLM's 512-position limit. Only its prose is used: :func:`prose` drops the
+indented code and grammar blocks and the heading underlines, and joins the remaining
+paragraphs. The text is that of the running Python version, so token counts can differ slightly
+between versions (reports record the version).
+
+Passages are picked deterministically: the topics are sorted by name, those whose prose reaches
+the requested token count are kept, and ``n`` of them are taken at evenly spaced ranks (the
+centres of ``n`` equal slices of that list).
+
+MiniLM ([MINILM]) is a bidirectional BERT encoder with absolute position embeddings: its keys
+carry **no RoPE**, and each of its 12 heads has its own keys and values, so each head is its own
+KV head (a GQA group of 1). The DeltaLLM datapath still applies its causal mask; the keys' token
+to token changes, which the Delta-Key threshold acts on, are the model's own.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from .minilm import MiniLM
+from .synthetic_attention import AttentionTensors
+
+__all__ = ["Passage", "minilm_attention", "pydoc_passages", "prose"]
+
+_UNDERLINE = re.compile(r"^[*=\-~^\"']{3,}\s*$")
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One corpus passage.
+
+    Attributes:
+        topic: the ``pydoc_data.topics`` key (e.g. ``"assert"``).
+        text: its prose (see :func:`prose`).
+        ids: int64 ``(T,)`` MiniLM word-piece ids, [CLS] … [SEP], truncated to the request.
+        available_tokens: word pieces of the whole prose with [CLS]/[SEP], capped at the
+            model's 512 positions.
+    """
+
+    topic: str
+    text: str
+    ids: npt.NDArray[np.int64]
+    available_tokens: int
+
+    @property
+    def tokens(self) -> int:
+        """Tokens used, T."""
+        return int(self.ids.shape[0])
+
+
+def prose(text: str) -> str:
+    """The English prose of a pydoc topic: paragraphs that are not code, grammar or headings.
+
+    A paragraph is a run of non-blank lines. It is dropped when its first line is indented (the
+    topics indent code examples, grammar productions and tables) or when it is only a heading
+    and its underline. Whitespace inside a paragraph is collapsed.
+
+    Args:
+        text: one ``pydoc_data.topics.topics`` value.
+
+    Returns:
+        The kept paragraphs joined by blank lines.
+    """
+    kept: list[str] = []
+    for para in re.split(r"\n\s*\n", text):
+        lines = [ln for ln in para.split("\n") if ln.strip()]
+        if not lines or lines[0][:1].isspace() or any(_UNDERLINE.match(ln) for ln in lines):
+            continue
+        kept.append(" ".join(" ".join(ln.split()) for ln in lines))
+    return "\n\n".join(kept)
+
+
+def pydoc_passages(model: MiniLM, n: int = 2, tokens: int = 512) -> list[Passage]:
+    """Pick ``n`` passages of ``tokens`` MiniLM tokens from the Python documentation topics.
+
+    Args:
+        model: the loaded MiniLM (its tokenizer is used).
+        n: passages wanted (≥ 1).
+        tokens: tokens per passage including [CLS] and [SEP], ``3..512``.
+
+    Returns:
+        ``n`` passages in topic-name order, each exactly ``tokens`` long.
+
+    Raises:
+        ValueError: fewer than ``n`` topics are long enough.
+    """
+    from pydoc_data.topics import topics
+
+    if int(n) < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    eligible: list[Passage] = []
+    for name in sorted(topics):
+        text = prose(topics[name])
+        if not text:
+            continue
+        avail = int(model.tokenize_long(text).shape[0])
+        if avail >= tokens:
+            eligible.append(Passage(name, text, model.tokenize_long(text, tokens), avail))
+    if len(eligible) < n:
+        raise ValueError(
+            f"only {len(eligible)} pydoc topics of Python {sys.version.split()[0]} have "
+            f"{tokens} tokens of prose; asked for {n}"
+        )
+    # Centres of n equal slices of the eligible list: rank floor((i + 1/2)·N / n).
+    picks = [(2 * i + 1) * len(eligible) // (2 * int(n)) for i in range(int(n))]
+    return [eligible[i] for i in picks]
+
+
+def minilm_attention(
+    model: MiniLM,
+    passages: Sequence[Passage],
+    layers: Sequence[int] | None = None,
+) -> list[AttentionTensors]:
+    """MiniLM's per-head q, k, v for each passage and layer, in float and INT8.
+
+    Args:
+        model: the loaded MiniLM.
+        passages: from :func:`pydoc_passages`.
+        layers: encoder layers to keep (default all 6).
+
+    Returns:
+        One :class:`AttentionTensors` per (passage, layer), passage-major, each with q, k, v
+        ``[12, T, 32]`` (``rope=False``, ``causal_model=False``, group 1). The queries are the
+        model's before the ``1/sqrt(32)`` softmax scale, which the attention reference applies.
+    """
+    n_layers = model.config.num_layers
+    keep = list(range(n_layers)) if layers is None else [int(i) for i in layers]
+    bad = [i for i in keep if not 0 <= i < n_layers]
+    if bad:
+        raise ValueError(f"layers must be in [0, {n_layers}); got {bad}")
+    out: list[AttentionTensors] = []
+    for p in passages:
+        ids = p.ids[None, :]
+        qkv = model.attention_qkv(ids, np.ones_like(ids))
+        for li in keep:
+            q, k, v = (x[0] for x in qkv[li])
+            out.append(
+                AttentionTensors.from_float(
+                    f"minilm:layer{li}:{p.topic}", q, k, v, rope=False, causal_model=False
+                )
+            )
+    return out

@@ -1,0 +1,69 @@
+"""Cycle-approximate and analytical simulator of the DeltaLLM vector processor on the KV260.
+
+``simulate(arch, workload, mode="cycle" | "analytical") -> DeltaFpgaResult``: the architecture
+is an ``arch_configs/deltallm_fpga/<name>.yaml`` (:class:`DeltaFpgaConfig`), the workload a
+model shape and prefill scenario (``arch_configs/workloads/<model>.yaml``); the reference
+(:mod:`coaccel.models.deltallm`) runs on seeded synthetic keys and emits the per-column event
+trace that the cycle model (:func:`query_block_cycles`) consumes. See ``docs/deltallm_fpga.md``.
+"""
+
+from coaccel.sim.common import SimTarget
+from coaccel.workload import load_workload
+
+from . import _simulate
+from ._simulate import MODES, linear_macs_per_token, simulate, tellme_attention_cycles
+from .config import ARCH_NAMES, KIND, DeltaFpgaConfig, arch_path, load_arch
+from .cycles import (
+    KIND_DELTA,
+    KIND_EXACT,
+    KIND_SKIPPED,
+    block_constants,
+    blocks_cycles,
+    query_block_cycles,
+)
+from .keys import layer_qk
+from .priced import priced_components
+from .resources import Resources, estimate_resources, fit_problems, mux_luts
+from .result import DeltaFpgaResult
+
+TARGET = SimTarget(
+    kind=KIND,
+    description="DeltaLLM vector processor / TeLLMe-v2 attention on the AMD KV260 (prefill)",
+    config_type=DeltaFpgaConfig,
+    modes=MODES,
+    arch_names=ARCH_NAMES,
+    load_arch=load_arch,
+    load_workload=load_workload,
+    simulate=simulate,
+    priced_components=priced_components,
+    options=(("engine", "cycle mode's event engine: 'fast' (numba, default) or 'simpy'"),),
+)
+"""This simulator as :func:`coaccel.simulate` and ``coaccel sim`` see it."""
+
+__all__ = [
+    "ARCH_NAMES",
+    "KIND",
+    "KIND_DELTA",
+    "KIND_EXACT",
+    "KIND_SKIPPED",
+    "MODES",
+    "TARGET",
+    "DeltaFpgaConfig",
+    "DeltaFpgaResult",
+    "Resources",
+    "arch_path",
+    "block_constants",
+    "blocks_cycles",
+    "estimate_resources",
+    "fit_problems",
+    "layer_qk",
+    "linear_macs_per_token",
+    "load_arch",
+    "mux_luts",
+    "priced_components",
+    "query_block_cycles",
+    "simulate",
+    "tellme_attention_cycles",
+]
+
+del _simulate

@@ -1,0 +1,72 @@
+"""The DeltaLLM FPGA design (and a run of it) as the cost model's typed input.
+
+FPGA designs are priced in resources (:class:`~coaccel.sim.common.FpgaResourceUse`): the MAC
+array's and the exponent multipliers' DSP48E2, the BRAM and URAM buffers, the LUTs and
+flip-flops, each with the run's activity on it (MACs, bytes read, busy cycles), plus the DDR4
+traffic (:class:`~coaccel.sim.common.OffChipUse`). ``coaccel.cost.price`` turns them into
+resource counts and energy with sources.
+"""
+
+from __future__ import annotations
+
+from coaccel.sim.common import FpgaResourceUse, OffChipUse, PricedComponents
+
+from .config import DeltaFpgaConfig
+from .resources import estimate_resources
+from .result import DeltaFpgaResult
+
+__all__ = ["priced_components"]
+
+
+def priced_components(
+    arch: DeltaFpgaConfig, result: DeltaFpgaResult | None = None
+) -> PricedComponents:
+    """What the design contains and, given a result, what the run did.
+
+    Args:
+        arch: the design.
+        result: a simulation of it (None: the design only, no energy).
+
+    Returns:
+        The :class:`~coaccel.sim.common.PricedComponents` (``fpga`` components: ``mac_dsp``,
+        ``exp_dsp``, ``bram``, ``uram``, ``lut``, ``ff``; for the TeLLMe-v2 engine only its
+        DSP and BRAM counts; ``offchip``: the DDR4). Energy covers the attention engine over
+        the attention time (the linear-layer engine is not part of the design's resources).
+    """
+    r = estimate_resources(arch)
+    dp = arch.datapath
+    mac_dsp = -(-dp.lanes * dp.macs_per_lane // dp.macs_per_dsp)
+    busy = result.attention_compute_cycles if result else 0
+    cols = result.softmax_columns if result else 0
+    if arch.engine == "tellme_v2":
+        # the baseline's attention engine: its (estimated) DSP and BRAM counts, no activity model
+        fpga: tuple[FpgaResourceUse, ...] = (
+            FpgaResourceUse("attention_dsp", "dsp", r.dsps),
+            FpgaResourceUse("attention_bram", "bram36", r.bram36),
+        )
+    else:
+        fpga = (
+            FpgaResourceUse("mac_dsp", "dsp", mac_dsp, result.mac_operations if result else 0),
+            FpgaResourceUse("exp_dsp", "dsp", r.dsps - mac_dsp, cols * dp.lanes),
+            FpgaResourceUse("bram", "bram36", r.bram36, result.bram_read_bytes if result else 0),
+            FpgaResourceUse("uram", "uram", r.urams, result.uram_read_bytes if result else 0),
+            FpgaResourceUse("lut", "lut", r.luts, r.luts * busy),
+            FpgaResourceUse("ff", "ff", r.ffs, r.ffs * busy),
+        )
+    d = arch.dram
+    off = OffChipUse(
+        "dram", d.type, d.energy_pj_per_byte, d.uncertainty_pct, d.source,
+        result.offchip.read_bytes if result else 0, result.offchip.write_bytes if result else 0,
+    )  # fmt: skip
+    return PricedComponents(
+        arch=arch.name,
+        kind="deltallm_fpga",
+        workload=result.workload if result else "",
+        mode=result.mode if result else "",
+        seconds=result.attention_cycles / (arch.freq_mhz * 1e6) if result else 0.0,
+        macs=(),
+        buffers=(),
+        logic=(),
+        offchip=(off,),
+        fpga=fpga,
+    )
