@@ -9,7 +9,7 @@ SOURCES = ("dl_attention_top", "dl_mac_lanes", "dl_prio_enc", "dl_softmax_state"
            "dl_normalizer")  # fmt: skip
 WIDTHS = {"TB": 12, "SW": 24, "CW": 24, "SHW": 6, "EW": 12, "TW": 13, "LW": 32, "OW": 40}
 CASES = [
-    ("d16l4m4", {"D": 16, "L": 4, "M": 4, "PQ": 2, **WIDTHS}, 12, 14, 60),
+    ("d16l4m4", {"D": 16, "L": 4, "M": 4, "PQ": 2, **WIDTHS}, 8, 14, 50),
     ("d32l8m8", {"D": 32, "L": 8, "M": 8, "PQ": 4, **WIDTHS}, 3, 12, 9),
 ]
 VERILATOR_SMOKE = frozenset({"d16l4m4"})
