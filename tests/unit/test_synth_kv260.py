@@ -22,6 +22,10 @@ from coaccel.errors import CoaccelError
 
 ROOT = Path(__file__).resolve().parents[2]
 KV260_CSV = ROOT / "rtl" / "synth" / "deltallm_kv260.csv"
+NOT_SYNTHESIZED = ("dl_mac_lanes", "dl_attention_top")
+"""Points whose Yosys run did not finish on the shared 2-core machine (hours at D=128, L=M=16);
+`coaccel synth --target deltallm --update-committed` on a quiet machine adds their rows, and
+this tuple must then be emptied (the test below fails on a row that is listed here)."""
 
 LOG = """\
 3. Printing statistics.
@@ -141,3 +145,42 @@ def test_cli_lists_the_kv260_groups_and_rejects_bad_options():
     assert "--reuse-logs needs --work-dir" in r.stderr
     r = _cli("synth", "--reuse-logs")
     assert r.returncode == 2 and "--reuse-logs applies to --target deltallm" in r.stderr
+
+
+@pytest.fixture(scope="module")
+def committed():
+    return synth.read_kv260_csv(KV260_CSV)
+
+
+def test_committed_table_covers_every_point(committed):
+    have = [(r["group"], r["top"], r["params"]) for r in committed]
+    want = [
+        (p.group, p.top, p.param_string)
+        for p in synth.select_kv260_points()
+        if p.top not in NOT_SYNTHESIZED
+    ]
+    assert have == want
+    assert all(r["yosys_version"].startswith("Yosys ") for r in committed)
+
+
+def test_committed_rows_match_the_current_rtl(committed):
+    """A row is stale when its Verilog files or the template changed since it was synthesized."""
+    points = {(p.top, p.param_string): p for p in synth.select_kv260_points()}
+    stale = [
+        f"{r['top']} {r['params']}"
+        for r in committed
+        if r["rtl_digest"]
+        != synth.source_digest(points[(r["top"], r["params"])], ROOT / "rtl", asic=False)
+    ]
+    assert not stale, f"rerun `coaccel synth --target deltallm`: stale rows {', '.join(stale)}"
+
+
+def test_committed_counts_are_consistent(committed):
+    rows = {r["top"]: r for r in committed}
+    # the exp2 unit is a 256 x 16 bit table and a shifter: logic only
+    assert int(rows["dl_exp2"]["fpga_dsps"]) == 0 and int(rows["dl_exp2"]["fpga_ffs"]) == 0
+    # the encoder registers its outputs and memory: D x (1 + 9 + 8) output bits, the D x 8 bit
+    # memory and previous key, the valid bit and the nnz count (8 bits at D = 128)
+    assert int(rows["dl_delta_encoder"]["fpga_ffs"]) <= 128 * (1 + 9 + 8 + 8 + 8) + 1 + 8
+    # every lane of the softmax unit multiplies (two exponents and the l rescale): DSPs
+    assert int(rows["dl_softmax_state"]["fpga_dsps"]) >= 16 * 2
