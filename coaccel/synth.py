@@ -1,4 +1,8 @@
-"""Yosys synthesis of the HBQ RTL blocks: gate, transistor and FPGA resource counts.
+"""Yosys synthesis of the RTL blocks: gate, transistor and FPGA resource counts.
+
+Two tables: the HBQ blocks (``rtl/hbq/``, both views below, ``rtl/synth/hbq_area.csv``) and the
+DeltaLLM blocks on the KV260 (``rtl/deltallm/``, FPGA view only, ``rtl/synth/deltallm_kv260.csv``,
+see "KV260 table" at the end of this module).
 
 Each design point (an RTL top module with HDL parameter overrides) is synthesized twice with
 Yosys, using the script templates in ``rtl/synth/``:
@@ -48,6 +52,9 @@ from .errors import CoaccelError, MissingDependencyError
 __all__ = [
     "COLUMNS",
     "GROUPS",
+    "KV260_COLUMNS",
+    "KV260_GROUPS",
+    "KV260_LIMITS",
     "PUBLISHED_ACT_BITS_L1_UM2_PER_MAC",
     "PUBLISHED_PE_BREAKDOWN_UM2",
     "PUBLISHED_UB_UM2_PER_MAC",
@@ -59,6 +66,11 @@ __all__ = [
     "find_rtl_dir",
     "find_yosys",
     "fpga_script",
+    "kv260_rows_to_csv",
+    "read_kv260_csv",
+    "select_kv260_points",
+    "synthesize_kv260",
+    "synthesize_kv260_all",
     "merge_rows",
     "parse_asic_hier_log",
     "parse_asic_log",
@@ -83,8 +95,8 @@ class SynthPoint:
     """One design point: a top module with HDL parameter overrides.
 
     Attributes:
-        group: the sweep group it belongs to (a key of :data:`GROUPS`).
-        top: the top module (file ``rtl/hbq/<top>.v``).
+        group: the sweep group it belongs to (a key of :data:`GROUPS` or :data:`KV260_GROUPS`).
+        top: the top module (file ``rtl/<area>/<top>.v``).
         modules: every module the top instantiates, top first (one file per module).
         params: HDL parameter overrides as ``(name, value)`` pairs, in table order.
         macs: multiply-accumulates per cycle (B for a PE), 0 for blocks without MACs.
@@ -92,6 +104,9 @@ class SynthPoint:
             hierarchical template ``asic_array.ys``); everything else is flattened into the top.
         macros: modules that become black-box SRAM macros in the ASIC view (their bits are
             counted in ``sram_bits``, their area is not in ``cmos_transistors``).
+        area: the RTL folder under ``rtl/`` that holds the module files (``"hbq"``,
+            ``"deltallm"``).
+        fpga_template: file name of the FPGA-view script template in ``rtl/synth/``.
     """
 
     group: str
@@ -101,6 +116,8 @@ class SynthPoint:
     macs: int = 0
     keep: tuple[str, ...] = ()
     macros: tuple[str, ...] = ()
+    area: str = "hbq"
+    fpga_template: str = "fpga.ys"
 
     @property
     def hierarchical(self) -> bool:
@@ -356,7 +373,7 @@ def select_points(groups: Iterable[str] | None = None) -> list[SynthPoint]:
 def _fill(template: str, point: SynthPoint, rtl_dir: Path) -> str:
     sources = []
     for m in point.modules:
-        path = Path(rtl_dir).resolve() / "hbq" / f"{m}.v"
+        path = Path(rtl_dir).resolve() / point.area / f"{m}.v"
         if not path.is_file():
             raise SynthError(f"{point.slug}: source {path} does not exist")
         sources.append(str(path))
@@ -373,22 +390,25 @@ def _fill(template: str, point: SynthPoint, rtl_dir: Path) -> str:
     )
 
 
-def source_digest(point: SynthPoint, rtl_dir: Path) -> str:
-    """A short digest of what a point's row depends on: its Verilog files and both scripts.
+def source_digest(point: SynthPoint, rtl_dir: Path, *, asic: bool = True) -> str:
+    """A short digest of what a point's row depends on: its Verilog files and its scripts.
 
     Args:
         point: the design point.
         rtl_dir: the ``rtl/`` folder.
+        asic: include the ASIC-view template (False for the FPGA-only KV260 table).
 
     Returns:
         The first 16 hex digits of the SHA-256 over the module files (in ``point.modules``
-        order) and the point's two script templates (ASIC, then ``fpga.ys``), each prefixed by
+        order) and the point's script templates (ASIC, then the FPGA view), each prefixed by
         its name.
     """
     root = Path(rtl_dir).resolve()
     h = hashlib.sha256()
-    files = [root / "hbq" / f"{m}.v" for m in point.modules]
-    files += [root / "synth" / point.asic_template, root / "synth" / "fpga.ys"]
+    files = [root / point.area / f"{m}.v" for m in point.modules]
+    if asic:
+        files.append(root / "synth" / point.asic_template)
+    files.append(root / "synth" / point.fpga_template)
     for f in files:
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()[:16]
@@ -400,8 +420,8 @@ def asic_script(point: SynthPoint, rtl_dir: Path) -> str:
 
 
 def fpga_script(point: SynthPoint, rtl_dir: Path) -> str:
-    """The FPGA-view Yosys script of a point (``rtl/synth/fpga.ys`` filled in)."""
-    return _fill((rtl_dir / "synth" / "fpga.ys").read_text(), point, rtl_dir)
+    """The FPGA-view Yosys script of a point (``rtl/synth/<point.fpga_template>`` filled in)."""
+    return _fill((rtl_dir / "synth" / point.fpga_template).read_text(), point, rtl_dir)
 
 
 # ---- log parsing --------------------------------------------------------------------------
@@ -660,25 +680,31 @@ _FPGA_KINDS: tuple[tuple[str, re.Pattern[str], int], ...] = (
 _FPGA_IGNORED = re.compile(r"^(MUXF[789]|BUFG|IBUF|OBUF|GND|VCC|SRL\w+)$")
 
 
-def parse_fpga_log(log: str, what: str = "fpga") -> dict[str, int]:
+_URAM_KIND = ("fpga_uram", re.compile(r"^URAM288(_BASE)?$"), 1)
+
+
+def parse_fpga_log(log: str, what: str = "fpga", *, uram: bool = False) -> dict[str, int]:
     """Counts from an FPGA-view log (the final ``stat`` after ``synth_xilinx``).
 
     Args:
         log: the complete Yosys log text.
         what: a label for error messages.
+        uram: also count UltraRAM blocks (``URAM288``) as ``fpga_uram``; without it a URAM cell
+            is an unexpected cell type (the HBQ table has no URAM column).
 
     Returns:
         ``fpga_luts``, ``fpga_ffs``, ``fpga_carry_cells``, ``fpga_dsps``, ``fpga_bram18``,
-        ``fpga_lutram_cells``.
+        ``fpga_lutram_cells`` (and ``fpga_uram`` with ``uram``).
 
     Raises:
         SynthError: the log is cut off or lacks the statistics, or holds a cell type that is
             neither counted nor known to be free of LUT/FF cost (so nothing is silently lost).
     """
     _, cells = _last_stat_block(log, what)
-    out = {key: 0 for key, _, _ in _FPGA_KINDS}
+    kinds = (*_FPGA_KINDS, _URAM_KIND) if uram else _FPGA_KINDS
+    out = {key: 0 for key, _, _ in kinds}
     for name, count in cells.items():
-        for key, pattern, weight in _FPGA_KINDS:
+        for key, pattern, weight in kinds:
             if pattern.match(name):
                 out[key] += weight * count
                 break
@@ -691,10 +717,16 @@ def parse_fpga_log(log: str, what: str = "fpga") -> dict[str, int]:
 # ---- running Yosys --------------------------------------------------------------------------
 
 
-def _run_yosys(yosys: str, script: str, work: Path, name: str, timeout_s: float) -> str:
+def _run_yosys(
+    yosys: str, script: str, work: Path, name: str, timeout_s: float, *, reuse: bool = False
+) -> str:
     work.mkdir(parents=True, exist_ok=True)
     ys = work / f"{name}.ys"
     log = work / f"{name}.log"
+    if reuse and ys.is_file() and log.is_file() and ys.read_text() == script:
+        text = log.read_text()
+        if "End of script." in text:  # a finished run of exactly this script: the cache
+            return text
     ys.write_text(script)
     try:
         proc = subprocess.run(
@@ -966,3 +998,199 @@ def breakdown(rows: Iterable[Mapping[str, str]]) -> list[dict[str, object]]:
         }
         for part in ours
     ]
+
+
+# ---- KV260 table: the DeltaLLM blocks ---------------------------------------------------------
+
+_DL_TOP_MODULES = (
+    "dl_attention_top",
+    "dl_mac_lanes",
+    "dl_prio_enc",
+    "dl_softmax_state",
+    "dl_exp2",
+    "dl_normalizer",
+)
+_KV260 = (("D", 128), ("L", 16), ("M", 16))
+
+
+def _dl(group: str, top: str, modules: tuple[str, ...], params: tuple[tuple[str, int], ...]):
+    return SynthPoint(group, top, modules, params, area="deltallm", fpga_template="fpga_kv260.ys")
+
+
+KV260_GROUPS: Mapping[str, tuple[SynthPoint, ...]] = MappingProxyType(
+    {
+        # The DeltaLLM blocks at the KV260 configuration (BitNet-2B-4T head dimension d = 128,
+        # L = 16 lanes = G 4 x P_q 4, M = 16 MACs per lane).
+        "dl_blocks": (
+            _dl("dl_blocks", "dl_exp2", ("dl_exp2",), (("EW", 12),)),
+            _dl(
+                "dl_blocks",
+                "dl_delta_encoder",
+                ("dl_delta_encoder",),
+                (("D", 128), ("DW", 9), ("MW", 8), ("TW", 9)),
+            ),
+            _dl(
+                "dl_blocks",
+                "dl_softmax_state",
+                ("dl_softmax_state", "dl_exp2"),
+                (("PIPE", 1), ("L", 16)),
+            ),
+            _dl("dl_blocks", "dl_normalizer", ("dl_normalizer",), (("L", 16), ("M", 16))),
+            _dl("dl_blocks", "dl_prio_enc", ("dl_prio_enc",), (("D", 128), ("M", 16))),
+            _dl("dl_blocks", "dl_mac_lanes", ("dl_mac_lanes", "dl_prio_enc"), _KV260),
+        ),
+        "dl_top": (_dl("dl_top", "dl_attention_top", _DL_TOP_MODULES, (*_KV260, ("PQ", 4))),),
+    }
+)
+"""The DeltaLLM design points of the KV260 table (``coaccel synth --target deltallm``)."""
+
+KV260_COLUMNS = (
+    "group",
+    "top",
+    "params",
+    "fpga_luts",
+    "fpga_ffs",
+    "fpga_carry_cells",
+    "fpga_dsps",
+    "fpga_bram36",
+    "fpga_uram",
+    "fpga_lutram_cells",
+    "rtl_digest",
+    "yosys_version",
+)
+"""Columns of the KV260 table: Yosys ``synth_xilinx -family xcup -abc9`` cell counts (synthesis,
+not place and route); ``fpga_bram36`` counts 36 Kb block RAMs (two RAMB18 halves = one),
+``fpga_uram`` 288 Kb UltraRAMs."""
+
+KV260_LIMITS: Mapping[str, int] = MappingProxyType(
+    {
+        "fpga_luts": 117120,
+        "fpga_ffs": 234240,
+        "fpga_dsps": 1248,
+        "fpga_bram36": 144,
+        "fpga_uram": 64,
+    }
+)
+"""Resources of the KV260's XCK26 ([DS987] K26 resource table; flip-flops = 2 x LUTs, the
+UltraScale+ CLB ratio, [DERIVED])."""
+
+
+def select_kv260_points(groups: Iterable[str] | None = None) -> list[SynthPoint]:
+    """The KV260-table points of the named groups (all by default), in table order.
+
+    Raises:
+        CoaccelError: an unknown group name (the message lists the valid ones).
+    """
+    names = list(KV260_GROUPS) if groups is None else list(groups)
+    unknown = [g for g in names if g not in KV260_GROUPS]
+    if unknown:
+        raise CoaccelError(
+            f"unknown block group(s) {', '.join(unknown)}; valid: {', '.join(KV260_GROUPS)}"
+        )
+    return [p for g in names for p in KV260_GROUPS[g]]
+
+
+def synthesize_kv260(
+    point: SynthPoint,
+    *,
+    rtl_dir: Path,
+    work_dir: Path,
+    yosys: str,
+    version: str,
+    timeout_s: float = 3600.0,
+    reuse_logs: bool = False,
+) -> dict[str, str]:
+    """Synthesize one point for the KV260 (FPGA view only) and return its table row.
+
+    Args:
+        point: a point of :data:`KV260_GROUPS`.
+        rtl_dir: the ``rtl/`` folder.
+        work_dir: scratch folder; the script and log go to ``work_dir / point.slug``.
+        yosys: the Yosys executable; ``version`` its version line.
+        timeout_s: wall-clock limit of the run, seconds.
+        reuse_logs: reuse a finished log of exactly the same script in ``work_dir`` instead of
+            running Yosys again (the top takes long on a small machine).
+
+    Returns:
+        The row: a dict over :data:`KV260_COLUMNS`, values as CSV text.
+
+    Raises:
+        SynthError: the run failed or its log lacks the statistics.
+    """
+    work = Path(work_dir) / point.slug
+    digest = source_digest(point, rtl_dir, asic=False)
+    log = _run_yosys(yosys, fpga_script(point, rtl_dir), work, "fpga", timeout_s, reuse=reuse_logs)
+    fpga = parse_fpga_log(log, f"{point.slug} fpga", uram=True)
+    if fpga["fpga_bram18"] % 2:
+        bram36 = f"{fpga['fpga_bram18'] / 2:g}"
+    else:
+        bram36 = str(fpga["fpga_bram18"] // 2)
+    row = {
+        "group": point.group,
+        "top": point.top,
+        "params": point.param_string,
+        **{k: str(v) for k, v in fpga.items() if k != "fpga_bram18"},
+        "fpga_bram36": bram36,
+        "rtl_digest": digest,
+        "yosys_version": version,
+    }
+    return {c: row[c] for c in KV260_COLUMNS}
+
+
+def synthesize_kv260_all(
+    points: Sequence[SynthPoint],
+    *,
+    rtl_dir: Path,
+    work_dir: Path,
+    yosys: str | None = None,
+    jobs: int = 1,
+    timeout_s: float = 3600.0,
+    reuse_logs: bool = False,
+    progress: Callable[[SynthPoint, dict[str, str], float], None] | None = None,
+) -> list[dict[str, str]]:
+    """:func:`synthesize_kv260` over several points (``jobs`` at a time), rows in input order."""
+    exe = find_yosys(yosys)
+    version = yosys_version(exe)
+
+    def one(p: SynthPoint) -> dict[str, str]:
+        t0 = time.perf_counter()
+        row = synthesize_kv260(
+            p,
+            rtl_dir=rtl_dir,
+            work_dir=work_dir,
+            yosys=exe,
+            version=version,
+            timeout_s=timeout_s,
+            reuse_logs=reuse_logs,
+        )
+        if progress is not None:
+            progress(p, row, time.perf_counter() - t0)
+        return row
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(one, points))
+
+
+def kv260_rows_to_csv(rows: Iterable[Mapping[str, str]]) -> str:
+    """CSV text (header :data:`KV260_COLUMNS`, ``\\n`` line ends) of KV260-table rows."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=KV260_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({c: r[c] for c in KV260_COLUMNS})
+    return buf.getvalue()
+
+
+def read_kv260_csv(path: Path) -> list[dict[str, str]]:
+    """Rows of a KV260 table written by ``coaccel synth --target deltallm``.
+
+    Raises:
+        CoaccelError: the header is not :data:`KV260_COLUMNS`.
+    """
+    with Path(path).open(newline="") as f:
+        reader = csv.DictReader(f)
+        if tuple(reader.fieldnames or ()) != KV260_COLUMNS:
+            raise CoaccelError(
+                f"{path}: header {reader.fieldnames}, expected {list(KV260_COLUMNS)}"
+            )
+        return list(reader)

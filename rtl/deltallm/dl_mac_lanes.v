@@ -14,10 +14,12 @@
 //   output       o_l  (i_op = OP_PV): columns c = i_chunk*M + m of the value row;
 //                o_l[c] = ((o_l[c] * alpha_l) >> 15) + p_l * v[c]   (floor shift; alpha_l =
 //                32768 leaves o unchanged)
-// i_clear_o zeroes every o (start of a query block). Query load: i_q_we writes M int8 elements
+// i_clear_o zeroes every o (start of a query block; o is held in one NC-word memory per lane,
+// and a per-word flag makes a cleared word read as 0). Query load: i_q_we writes M int8 elements
 // i_q_data to lane i_q_lane, chunk i_q_chunk. Read port: o_rd = o[i_rd_lane][i_rd_chunk*M +: M]
 // (combinational). All accumulator updates take effect at the edge that samples the operation
-// (latency 1, one operation per cycle).
+// (latency 1, one operation per cycle); o_exact_next / o_chain_next show the values they take at
+// that edge (combinational).
 module dl_mac_lanes #(
     parameter integer D  = 128,
     parameter integer L  = 16,
@@ -45,6 +47,8 @@ module dl_mac_lanes #(
     output wire [D-1:0]          o_mask_rest,
     output reg  [L*SW-1:0]       o_exact,
     output reg  [L*SW-1:0]       o_chain,
+    output wire [L*SW-1:0]       o_exact_next,
+    output wire [L*SW-1:0]       o_chain_next,
     input  wire [$clog2(L > 1 ? L : 2)-1:0] i_rd_lane,
     input  wire [$clog2(D/M > 1 ? D/M : 2)-1:0] i_rd_chunk,
     output wire [M*OW-1:0]       o_rd
@@ -53,7 +57,13 @@ module dl_mac_lanes #(
     localparam [1:0] OP_EXACT = 2'd0, OP_DELTA = 2'd1, OP_PV = 2'd2;
 
     reg [L*D*8-1:0]  q;
-    reg [L*D*OW-1:0] o;
+    localparam integer NC = D / M;
+    // o: one memory per lane of NC words (M elements each), written and read a chunk at a time
+    // (LUTRAM-shaped); o_live marks the words written since the last i_clear_o, so a cleared or
+    // reset accumulator reads as 0 without touching the memory.
+    reg [L*NC-1:0] o_live;
+    wire [L*M*OW-1:0] o_cur;        // the chunk i_chunk of every lane
+    wire [L*M*OW-1:0] o_rd_all;     // the chunk i_rd_chunk of every lane
 
     // ---------------- pair selection ----------------
     wire [M*IW-1:0] d_idx;
@@ -103,24 +113,38 @@ module dl_mac_lanes #(
     always @(*) begin
         for (l = 0; l < L; l = l + 1)
             for (m = 0; m < M; m = m + 1) begin
-                scaled = $signed(o[OW*(D*l + i_chunk*M + m) +: OW]) *
+                scaled = $signed(o_cur[OW*(M*l + m) +: OW]) *
                          $signed({1'b0, i_alpha[16*l +: 16]});
                 pv_new[OW*(M*l + m) +: OW] = (scaled >>> 15) +
                     $signed({1'b0, i_p[16*l +: 16]}) * $signed(val[RW*m +: RW]);
             end
     end
 
+    wire pv_we = i_valid && (i_op == OP_PV) && !i_clear_o;
+    genvar gl;
+    generate
+        for (gl = 0; gl < L; gl = gl + 1) begin : g_o
+            reg [M*OW-1:0] mem [0:NC-1];
+            always @(posedge i_clk)
+                if (pv_we) mem[i_chunk] <= pv_new[OW*M*gl +: OW*M];
+            assign o_cur[OW*M*gl +: OW*M] =
+                o_live[NC*gl + i_chunk] ? mem[i_chunk] : {M*OW{1'b0}};
+            assign o_rd_all[OW*M*gl +: OW*M] =
+                o_live[NC*gl + i_rd_chunk] ? mem[i_rd_chunk] : {M*OW{1'b0}};
+        end
+    endgenerate
+
     always @(posedge i_clk) begin
         if (i_rst) begin
-            q <= 0; o <= 0; o_exact <= 0; o_chain <= 0;
+            q <= 0; o_live <= 0; o_exact <= 0; o_chain <= 0;
         end else begin
             if (i_q_we)
                 q[8*(D*i_q_lane + M*i_q_chunk) +: 8*M] <= i_q_data;
             if (i_clear_o)
-                o <= 0;
-            else if (i_valid && i_op == OP_PV)
+                o_live <= 0;
+            else if (pv_we)
                 for (l = 0; l < L; l = l + 1)
-                    o[OW*(D*l + i_chunk*M) +: OW*M] <= pv_new[OW*M*l +: OW*M];
+                    o_live[NC*l + i_chunk] <= 1'b1;
             if (i_valid && i_op != OP_PV) begin
                 o_exact <= e_next;
                 o_chain <= a_next;
@@ -128,5 +152,8 @@ module dl_mac_lanes #(
         end
     end
 
-    assign o_rd = o[OW*(D*i_rd_lane + M*i_rd_chunk) +: OW*M];
+    // the accumulators as they will be after this cycle's operation (the attention top's score)
+    assign o_exact_next = (i_valid && i_op != OP_PV) ? e_next : o_exact;
+    assign o_chain_next = (i_valid && i_op != OP_PV) ? a_next : o_chain;
+    assign o_rd = o_rd_all[OW*M*i_rd_lane +: OW*M];
 endmodule

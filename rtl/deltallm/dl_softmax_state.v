@@ -18,6 +18,7 @@
 //   i_no_skip (tau = inf), i_denom_kept                           -- held per vector
 //   o_valid, o_first, o_skip, o_pv (PV issue: a kept column), o_lane_valid [L], o_small [L],
 //   o_e [L*EW], o_p [L*16], o_alpha [L*16], o_m [L*SW], o_den [L*LW], o_started [L]
+//   o_den_q [L*LW], o_started_q [L]: the state registers (l, started) themselves
 // PIPE = 1: latency 3 (max / exponent products / exp2 + denominator), initiation interval 1.
 // PIPE = 0: the whole step is combinational (outputs valid in the cycle of i_valid; m, started
 // and l update at that cycle's edge) -- the attention top uses this so that a column's softmax
@@ -54,7 +55,9 @@ module dl_softmax_state #(
     output reg  [L*16-1:0]   o_alpha,
     output reg  [L*SW-1:0]   o_m,
     output reg  [L*LW-1:0]   o_den,
-    output reg  [L-1:0]      o_started
+    output reg  [L-1:0]      o_started,
+    output wire [L*LW-1:0]   o_den_q,
+    output wire [L-1:0]      o_started_q
 );
     localparam integer DW = SW + 1;         // score difference (always >= 0 where used)
     localparam integer PW = DW + CW;        // difference * C
@@ -205,6 +208,8 @@ module dl_softmax_state #(
         else if (b_valid) den <= den_next;
     end
 
+    assign o_den_q = den;          // the state itself (for the normalizer after the last column)
+    assign o_started_q = started;
     wire pv_w = b_valid && !skip && (b_lane != 0);
     generate
         if (PIPE != 0) begin : g_pipe_c

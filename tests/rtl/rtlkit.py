@@ -617,10 +617,12 @@ async def reset(
 class StreamSource:
     """Drives a valid/ready stream from a list of beats, with seeded random idle cycles.
 
-    Signals: ``<prefix>_valid`` (output of the testbench), ``<prefix>_ready`` (input from the
-    DUT) and one data input per key of a beat (``{name: value}``). A beat moves on a rising edge
-    with valid and ready both high. The source drives on falling edges; with ``stall_prob`` > 0
-    it withholds valid in a random fraction of cycles (a memory that is not always ready).
+    Signals: ``valid`` (driven by the testbench; default ``<prefix>_valid``), ``ready`` (from the
+    DUT; default ``<prefix>_ready``) and one data input per key of a beat (``{name: value}``).
+    A beat moves on a rising edge with valid and ready both high. The source drives on falling
+    edges and reads ready 1 ns before the rising edge (settled, not yet clocked); with
+    ``stall_prob`` > 0 it withholds valid in a random fraction of cycles (a memory that is not
+    always ready).
 
     Args:
         dut: the cocotb DUT handle.
@@ -628,15 +630,26 @@ class StreamSource:
         rng: seeded generator for the stalls (None: never stall).
         stall_prob: probability of an idle cycle before each offered beat.
         clk: clock input name.
+        valid: the valid input's name (default ``<prefix>_valid``).
+        ready: the ready output's name (default ``<prefix>_ready``).
     """
 
-    def __init__(self, dut, prefix: str, rng=None, stall_prob: float = 0.0, clk: str = "i_clk"):
+    def __init__(
+        self,
+        dut,
+        prefix: str,
+        rng=None,
+        stall_prob: float = 0.0,
+        clk: str = "i_clk",
+        valid: str | None = None,
+        ready: str | None = None,
+    ):
         self.dut, self.prefix, self.rng, self.stall_prob = dut, prefix, rng, stall_prob
         self.clock = getattr(dut, clk)
         self.beats: list[dict[str, int]] = []
         self.sent = 0
-        self.valid = getattr(dut, f"{prefix}_valid")
-        self.ready = getattr(dut, f"{prefix}_ready")
+        self.valid = getattr(dut, valid or f"{prefix}_valid")
+        self.ready = getattr(dut, ready or f"{prefix}_ready")
         self.valid.value = 0
 
     def send(self, beats: Sequence[Mapping[str, int]]) -> None:
@@ -645,7 +658,7 @@ class StreamSource:
 
     async def run(self) -> None:
         """Drive queued beats until all are accepted (start with ``cocotb.start_soon``)."""
-        from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+        from cocotb.triggers import FallingEdge, RisingEdge, Timer
 
         while self.sent < len(self.beats):
             await FallingEdge(self.clock)
@@ -656,10 +669,12 @@ class StreamSource:
                 getattr(self.dut, name).value = value
             self.valid.value = 1
             while True:
+                await Timer(CLK_NS // 2 - 1, "ns")
+                taken = bool(int(self.ready.value))
                 await RisingEdge(self.clock)
-                await ReadOnly()
-                if int(self.ready.value):
+                if taken:
                     break
+                await FallingEdge(self.clock)
             self.sent += 1
         await FallingEdge(self.clock)
         self.valid.value = 0
@@ -668,8 +683,10 @@ class StreamSource:
 class StreamSink:
     """Accepts a valid/ready output stream with seeded random back-pressure and records beats.
 
-    Signals: ``<prefix>_valid``, ``<prefix>_ready`` and the data outputs ``fields``. Each beat
+    Signals: ``<prefix>_valid``, ``<prefix>_ready`` and the data outputs ``fields``. Ready is
+    driven on falling edges; valid and the data are read 1 ns before the rising edge. Each beat
     is recorded as ``{field: int}`` in arrival order, with ``"cycle"`` = the sink's cycle count.
+    Assumes the testbench clock period :data:`CLK_NS`.
 
     Args:
         dut: the cocotb DUT handle.
@@ -678,6 +695,8 @@ class StreamSink:
         rng: seeded generator for back-pressure (None: always ready).
         stall_prob: probability of holding ready low in a cycle.
         clk: clock input name.
+        valid: the valid output's name (default ``<prefix>_valid``).
+        ready: the ready input's name (default ``<prefix>_ready``).
     """
 
     def __init__(
@@ -688,27 +707,28 @@ class StreamSink:
         rng=None,
         stall_prob: float = 0.0,
         clk: str = "i_clk",
+        valid: str | None = None,
+        ready: str | None = None,
     ):
         self.dut, self.fields, self.rng, self.stall_prob = dut, tuple(fields), rng, stall_prob
         self.clock = getattr(dut, clk)
-        self.valid = getattr(dut, f"{prefix}_valid")
-        self.ready = getattr(dut, f"{prefix}_ready")
+        self.valid = getattr(dut, valid or f"{prefix}_valid")
+        self.ready = getattr(dut, ready or f"{prefix}_ready")
         self.ready.value = 0
         self.beats: list[dict[str, int]] = []
         self.cycle = 0
 
     async def run(self) -> None:
         """Run forever (start with ``cocotb.start_soon``; stops with the test)."""
-        from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+        from cocotb.triggers import FallingEdge, Timer
 
         while True:
             await FallingEdge(self.clock)
             stall = self.rng is not None and self.stall_prob and self.rng.random() < self.stall_prob
             self.ready.value = 0 if stall else 1
-            await RisingEdge(self.clock)
-            await ReadOnly()
+            await Timer(CLK_NS // 2 - 1, "ns")  # settled, before the rising edge
             self.cycle += 1
-            if int(self.ready.value) and int(self.valid.value):
+            if not stall and int(self.valid.value):
                 beat = {f: int(getattr(self.dut, f).value) for f in self.fields}
                 beat["cycle"] = self.cycle
                 self.beats.append(beat)

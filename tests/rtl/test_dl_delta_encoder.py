@@ -12,7 +12,7 @@ import rtlkit
 
 CASES = [
     ("d16", {"D": 16, "DW": 10, "MW": 10, "TW": 9}, 200, 24),
-    ("d128", {"D": 128, "DW": 9, "MW": 8, "TW": 9}, 60, 40),
+    ("d128", {"D": 128, "DW": 9, "MW": 8, "TW": 9}, 35, 40),
 ]
 VERILATOR_SMOKE = frozenset({"d16"})
 
@@ -32,9 +32,9 @@ def test_dl_delta_encoder(sim: str, params: dict, n_seq: int, t_len: int, tmp_pa
         config={"seed": 12, "n_seq": n_seq, "t_len": t_len},
     )
     assert results["mismatches"] == 0
-    assert results["rows"] == n_seq * t_len >= 2400
-    assert min(results["classes"].values()) >= 400
-    assert results["naive_rows"] >= 200  # the naive form inside the widths' contract
+    assert results["rows"] == n_seq * t_len >= 1400
+    assert min(results["classes"].values()) >= 280
+    assert results["naive_rows"] >= 80  # the naive form inside the widths' contract
     if params["D"] == 16:
         assert results["vector_rows"] == 120 and results["vector_mismatches"] == 0
     rtlkit.check_cycles(

@@ -9,7 +9,7 @@ CASES = [
     ("d16l4m4", {"D": 16, "L": 4, "M": 4, "RW": 9, "SW": 24, "OW": 40}, 15, 24),
     ("d64l8m16", {"D": 64, "L": 8, "M": 16, "RW": 9, "SW": 24, "OW": 40}, 5, 24),
 ]
-VERILATOR_SMOKE = frozenset({"d16l4m4"})
+VERILATOR_SMOKE: frozenset[str] = frozenset()  # inside the top's Verilator smoke build
 
 
 @pytest.mark.rtl

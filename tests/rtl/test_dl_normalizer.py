@@ -9,7 +9,7 @@ CASES = [
     ("l4m4", {"L": 4, "M": 4, "LW": 32, "OW": 40}),
     ("l16m16", {"L": 16, "M": 16, "LW": 32, "OW": 40}),
 ]
-VERILATOR_SMOKE = frozenset({"l4m4"})
+VERILATOR_SMOKE: frozenset[str] = frozenset()  # inside the top's Verilator smoke build
 
 
 @pytest.mark.rtl

@@ -14,7 +14,7 @@ CASES = [
     ("l16", {"PIPE": 1, "L": 16, **BASE}),
     ("l16_comb", {"PIPE": 0, "L": 16, **BASE}),
 ]
-VERILATOR_SMOKE = frozenset({"l4"})
+VERILATOR_SMOKE: frozenset[str] = frozenset()  # inside the top's Verilator smoke build
 
 
 @pytest.mark.rtl
