@@ -25,10 +25,12 @@ COMMANDS = (
 DESCRIPTION = """\
 coaccel: accelerator co-design for LLM inference.
 
-Bit-exact numpy references (block-quantization formats: HBQ, OCP MX, NVFP4, BFP/INT; the
-HBQ integer datapath) produce results and traces; cycle-approximate simulators turn traces into
-cycles; cost models turn them into energy and area; the Verilog in rtl/ is checked against the
-same references, bit for bit.
+Bit-exact numpy references (block-quantization formats: HBQ, OCP MX, NVFP4, BFP/INT and the HBQ
+integer datapath; DeltaLLM sparse attention in fixed point; GPU decode attention) produce results
+and traces; cycle-approximate simulators (an HBQ ASIC, a DeltaLLM vector processor on the KV260, GPU
+memory hierarchies) turn traces into cycles; cost models turn them into energy and area; sweeps
+explore designs and end in Pareto fronts; the Verilog in rtl/ is checked against the same
+references, bit for bit.
 """
 
 EPILOG = """\
