@@ -9,7 +9,7 @@ Pearson correlation over measured curves, the way LLMCompass (operator error) an
 difference. :mod:`coaccel.report.gpu` writes it.
 
 Anchors and series ([S12] gpu-benches result files, the same series as
-``benchmarks/data/gpu_calibration_example_*.csv``):
+``arch_configs/gpu/measured/*_gpu_benches.csv``, shipped with the package):
 
 * streaming-read bandwidth plateaus: H200 3.89 TB/s, A100-80GB 1.73 TB/s (DRAM), and the L2
   plateaus, fitted; the whole curve against working-set size (MAPE, Pearson) with its L2
@@ -68,7 +68,29 @@ BAND_FRACTION = 0.05
 Fit = Literal["fitted", "predicted"]
 Simulate = Callable[[Any, Any, str], Any]
 
-_DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
+MEASURED_DIR = "gpu/measured"
+"""Folder of the published measured series under the shipped ``arch_configs``."""
+
+
+def measured_csv(gpu: str) -> Path:
+    """The shipped CSV of published microbenchmark series of a GPU config.
+
+    Args:
+        gpu: config name (``"a100_80g"``, ``"h200"``).
+
+    Returns:
+        Path of ``arch_configs/gpu/measured/<gpu>_gpu_benches.csv`` (calibration CSV schema,
+        docs/gpu_decode.md).
+
+    Raises:
+        CoaccelError: no such series is shipped.
+    """
+    from importlib.resources import files
+
+    p = Path(str(files("coaccel.arch_configs").joinpath(MEASURED_DIR, f"{gpu}_gpu_benches.csv")))
+    if not p.is_file():
+        raise CoaccelError(f"no published microbenchmark series of {gpu!r} is shipped at {p}")
+    return p
 
 
 @dataclass(frozen=True)
@@ -276,7 +298,7 @@ def _curve(
 
 
 def _pcie_shape_rows() -> list[tuple[int, float]]:
-    rows = _series_rows(_DATA / "gpu_calibration_example_a100_80g.csv", "h2d_pinned_wall")
+    rows = _series_rows(measured_csv("a100_80g"), "h2d_pinned_wall")
     return [(r.size_bytes, r.bw_bytes_per_s) for r in rows]
 
 
@@ -304,11 +326,7 @@ def validate_gpu(
     from ..sim.gpu_mem import load_arch
 
     sim = simulate or _default_simulate
-    if not (_DATA / "gpu_calibration_example_a100_80g.csv").is_file():
-        raise CoaccelError(
-            f"the published microbenchmark series are not at {_DATA} (benchmarks/data of a "
-            "source checkout); run coaccel validate gpu from the repository"
-        )
+    measured_csv("a100_80g")  # fail early, one line, where the package data is missing
     anchors: list[Anchor] = []
     series: list[Series] = []
     notes: list[str] = [
@@ -334,7 +352,7 @@ def validate_gpu(
     }  # fmt: skip
     files = {"h200": ("h200", "h200.txt"), "a100_80g": ("a100_80g", "a100_80.txt")}
     for g, (fname, txt) in files.items():
-        path = _DATA / f"gpu_calibration_example_{fname}.csv"
+        path = measured_csv(fname)
         every = _series_rows(path, "stream_read")
         rows = select_rows(every, points)
         meas, ours, lo, hi = _curve(bands[g], rows, mode, sim)
@@ -368,7 +386,7 @@ def validate_gpu(
         )  # fmt: skip
 
     a100 = "a100_80g"
-    chase_all = _series_rows(_DATA / "gpu_calibration_example_a100_80g.csv", "pointer_chase")
+    chase_all = _series_rows(measured_csv("a100_80g"), "pointer_chase")
     chase = select_rows(chase_all, points)
     meas, ours, lo, hi = _curve(bands[a100], chase, mode, sim)
     series.append(
