@@ -235,6 +235,17 @@ class CostBreakdown:
     resources: Mapping[str, float] = FrozenMap()
 
     @property
+    def mac_pe(self) -> PePoint:
+        """The PE figures of a design that has them (an ASIC or FPGA MAC array).
+
+        Raises:
+            CoaccelError: the design has no MAC array (``pe`` is None).
+        """
+        if self.pe is None:
+            raise CoaccelError(f"{self.arch}: no MAC array, so no PE figures")
+        return self.pe
+
+    @property
     def total_area_um2(self) -> float:
         """Total area, µm²."""
         return float(sum(self.area_um2.values()))

@@ -87,7 +87,7 @@ def measured_csv(gpu: str) -> Path:
     """
     from importlib.resources import files
 
-    p = Path(str(files("coaccel.arch_configs").joinpath(MEASURED_DIR, f"{gpu}_gpu_benches.csv")))
+    p = Path(str(files("coaccel.arch_configs"))) / MEASURED_DIR / f"{gpu}_gpu_benches.csv"
     if not p.is_file():
         raise CoaccelError(f"no published microbenchmark series of {gpu!r} is shipped at {p}")
     return p

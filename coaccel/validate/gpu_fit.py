@@ -451,7 +451,7 @@ _CHASE_STEPS = 1024
 _CHASE_LINE_BYTES = 128  # the pointer spacing of the simulated chase (its default)
 
 
-def _default_simulate(arch: Any, workload: str, mode: str) -> Any:
+def _default_simulate(arch: Any, workload: Any, mode: str) -> Any:
     from ..simulation import simulate
 
     return simulate(arch, workload, mode=mode)

@@ -100,6 +100,13 @@ def test_sweep_spec_runs(tmp_path: Path) -> None:
     assert len(by) == 90
     # priced by its HBM traffic: energy present, area not applicable to a GPU
     assert all(r.metrics["energy_j"][0] > 0 and "area_mm2" not in r.metrics for r in rows)
+    from coaccel.dse import load_spec
+    from coaccel.dse.analysis import point_breakdown
+
+    pb = point_breakdown(load_spec(spec), rows[0])
+    assert pb.energy_matches and [(f.component, f.quantity) for f in pb.totals] == [
+        ("total", "energy")
+    ]
     for (w, sms, dram), sec in by.items():
         k = order.index(dram)
         if k + 1 < len(order):
