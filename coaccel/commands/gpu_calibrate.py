@@ -26,7 +26,7 @@ DEFAULT_OUT = Path("reports") / "gpu_calibration"
 
 EPILOG = """\
 examples:
-  coaccel gpu-calibrate benchmarks/data/gpu_calibration_example_a100_80g.csv --gpu a100_80g
+  coaccel gpu-calibrate arch_configs/gpu/measured/a100_80g_gpu_benches.csv --gpu a100_80g
   coaccel gpu-calibrate OUT/gpu_calibration.csv --gpu h200 --out fitted/ --compare 0
   coaccel sim --arch fitted/h200_fitted.yaml --workload splitk:context=131072
 """

@@ -211,7 +211,8 @@ class CostBreakdown:
         energy_j: energy by component, J (empty for an area-only breakdown).
         energy_sigma_j: one-sigma uncertainty by component, J.
         sources: where each component's figure comes from.
-        pe: the PE figures used.
+        pe: the PE figures used (None for a design with no MAC array and no FPGA
+            resources, e.g. a GPU priced by its memory traffic alone).
         seconds: run time of the workload, s.
         macs: multiply-accumulates of the workload.
         sim_mode: the simulator mode that produced the statistics.
@@ -227,11 +228,22 @@ class CostBreakdown:
     energy_j: Mapping[str, float]
     energy_sigma_j: Mapping[str, float]
     sources: Mapping[str, str]
-    pe: PePoint
+    pe: PePoint | None
     seconds: float = 0.0
     macs: int = 0
     sim_mode: str = ""
     resources: Mapping[str, float] = FrozenMap()
+
+    @property
+    def mac_pe(self) -> PePoint:
+        """The PE figures of a design that has them (an ASIC or FPGA MAC array).
+
+        Raises:
+            CoaccelError: the design has no MAC array (``pe`` is None).
+        """
+        if self.pe is None:
+            raise CoaccelError(f"{self.arch}: no MAC array, so no PE figures")
+        return self.pe
 
     @property
     def total_area_um2(self) -> float:
@@ -368,7 +380,7 @@ def price(pc: PricedComponents, node_nm: float = 28) -> CostBreakdown:
         area_sigma[f.name] = 0.0
         resources[f.resource] = resources.get(f.resource, 0.0) + f.count
         sources[f.name] = f"{f.count:g} {f.resource}; arch_configs/cost/{FPGA_TABLE}"
-    pe = points[0] if points else _fpga_pe_point()
+    pe = points[0] if points else _fpga_pe_point() if pc.fpga else None
     if not pc.has_run:
         return CostBreakdown(
             arch=pc.arch,
@@ -424,11 +436,14 @@ def price(pc: PricedComponents, node_nm: float = 28) -> CostBreakdown:
         energy["fpga_static"] = st.value * pc.seconds
         sigma["fpga_static"] = energy["fpga_static"] * st.uncertainty
         sources["fpga_static"] = f"{st.source}; x run time"
-    leak = t["leakage_mw_per_mm2"]
-    p_w = leak.value * 1e-3 * sum(area.values()) * 1e-6 * nf.leakage
-    energy["leakage"] = p_w * pc.seconds
-    sigma["leakage"] = energy["leakage"] * math.hypot(leak.uncertainty, nf.leakage_uncertainty)
-    sources["leakage"] = f"{leak.source}; x total area x run time"
+    if pc.macs or pc.buffers or pc.logic or pc.fpga:
+        # the ASIC leakage density applies to a design built of priced silicon; a design
+        # priced by its off-chip traffic alone (a GPU) has no area here to leak
+        leak = t["leakage_mw_per_mm2"]
+        p_w = leak.value * 1e-3 * sum(area.values()) * 1e-6 * nf.leakage
+        energy["leakage"] = p_w * pc.seconds
+        sigma["leakage"] = energy["leakage"] * math.hypot(leak.uncertainty, nf.leakage_uncertainty)
+        sources["leakage"] = f"{leak.source}; x total area x run time"
     return CostBreakdown(
         arch=pc.arch,
         workload=pc.workload,

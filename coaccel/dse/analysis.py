@@ -772,13 +772,14 @@ def point_breakdown(spec: LoadedSpec, row: Row) -> PointBreakdown:
     cb = evaluate(result, arch)
     priced = t.priced_components(arch, result)
     figures = component_figures(arch, cb, priced, cb.node_nm)
+    # a design priced by its memory traffic alone (a GPU) has no area: no area total
     totals = [
         ComponentFigure(
             "total", "area", cb.total_area_um2, "um2", cb.total_area_sigma_um2,
             "sum of the components' areas", "sum", "predicted", math.nan,
             "the components' roles are listed per component",
         ),
-    ]  # fmt: skip
+    ] if cb.area_um2 else []  # fmt: skip
     if spec.kind == "hbq_asic":
         role, err, note = _system_validation()
         totals.append(

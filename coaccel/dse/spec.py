@@ -674,8 +674,10 @@ def load_spec(path: str | Path) -> LoadedSpec:
         result = t.simulate(base, next(iter(workloads.values())), mode=spec.mode)
         metric_units = {k: u for k, (_, u) in result.metrics().items()}
         if t.priced_components is not None:
-            evaluate(result, base)
+            cb = evaluate(result, base)
             metric_units.update(COST_METRICS)
+            if not cb.area_um2:  # priced by memory traffic alone: area does not apply
+                metric_units.pop("area_mm2", None)
         if accuracy is not None:
             metric_units.update(ACCURACY_METRICS)
 

@@ -339,7 +339,7 @@ def cost_rows(breakdowns: Sequence[CostBreakdown]) -> list[dict[str, object]]:
                         source=cb.sources[comp],
                     )
                 )
-            pe = cb.pe
+            pe = cb.mac_pe
             rows.append(
                 dict(
                     arch=cb.arch,
@@ -510,7 +510,7 @@ def _cost_caption(breakdowns: Sequence[CostBreakdown], what: str, runs: bool) ->
 
 def _captions(breakdowns: Sequence[CostBreakdown]) -> dict[str, str]:
     """The caption of each cost chart, by file stem (the charts and the pages use them)."""
-    published = [display_arch(cb.arch) for cb in _archs(breakdowns) if cb.pe.model is None]
+    published = [display_arch(cb.arch) for cb in _archs(breakdowns) if cb.mac_pe.model is None]
     return {
         "cost_area": _cost_caption(breakdowns, "Accelerator area by component", runs=False),
         "cost_energy": _cost_caption(breakdowns, "Energy by component per workload run", runs=True),
@@ -585,20 +585,24 @@ def plot_pe(breakdowns: Sequence[CostBreakdown], out_dir: str | Path) -> list[Pa
         axes.append(ax)
         parts: dict[str, list[float]] = {}
         for i, cb in enumerate(archs):
-            m = cb.pe.model
+            m = cb.mac_pe.model
             got = (
                 dict(m.area_parts_um2_per_mac if attr == "area" else m.energy_parts_fj_per_mac)
                 if m is not None
                 else {
-                    "published PE": cb.pe.area_um2_per_mac
+                    "published PE": cb.mac_pe.area_um2_per_mac
                     if attr == "area"
-                    else cb.pe.energy_fj_per_mac
+                    else cb.mac_pe.energy_fj_per_mac
                 }
             )
             for k, v in got.items():
                 parts.setdefault(k, [0.0] * len(archs))[i] = v
         errs = [
-            cb.pe.area_sigma_um2_per_mac if attr == "area" else cb.pe.energy_sigma_fj_per_mac
+            (
+                cb.mac_pe.area_sigma_um2_per_mac
+                if attr == "area"
+                else cb.mac_pe.energy_sigma_fj_per_mac
+            )
             for cb in archs
         ]
         _stacked(ax, [display_arch(cb.arch) for cb in archs], parts, errs)
@@ -619,7 +623,7 @@ def _sections(breakdowns: Sequence[CostBreakdown], title: str, notes: Sequence[s
     secs: list[Any] = []
     pe_rows = []
     for cb in archs:
-        pe = cb.pe
+        pe = cb.mac_pe
         pe_rows.append(
             [
                 cb.arch,

@@ -9,7 +9,7 @@ Pearson correlation over measured curves, the way LLMCompass (operator error) an
 difference. :mod:`coaccel.report.gpu` writes it.
 
 Anchors and series ([S12] gpu-benches result files, the same series as
-``benchmarks/data/gpu_calibration_example_*.csv``):
+``arch_configs/gpu/measured/*_gpu_benches.csv``, shipped with the package):
 
 * streaming-read bandwidth plateaus: H200 3.89 TB/s, A100-80GB 1.73 TB/s (DRAM), and the L2
   plateaus, fitted; the whole curve against working-set size (MAPE, Pearson) with its L2
@@ -63,13 +63,38 @@ W1_FULL_GRID_TOKENS = 16384
 fills the GPU with CTAs of at least 8 tiles from here on; below, launch and latency dominate,
 as the FlashDecoding blog reports near-constant time up to long contexts ([FLASHDECODING])."""
 
+W1_SPLIT_KERNEL = "flash_decode_split"
+"""Name of W1's split kernel in its trace: the kernel the derived anchors describe."""
+
 BAND_FRACTION = 0.05
 """Relative perturbation of bandwidths and latencies that gives a prediction's band ([OURS])."""
 
 Fit = Literal["fitted", "predicted"]
 Simulate = Callable[[Any, Any, str], Any]
 
-_DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
+MEASURED_DIR = "gpu/measured"
+"""Folder of the published measured series under the shipped ``arch_configs``."""
+
+
+def measured_csv(gpu: str) -> Path:
+    """The shipped CSV of published microbenchmark series of a GPU config.
+
+    Args:
+        gpu: config name (``"a100_80g"``, ``"h200"``).
+
+    Returns:
+        Path of ``arch_configs/gpu/measured/<gpu>_gpu_benches.csv`` (calibration CSV schema,
+        docs/gpu_decode.md).
+
+    Raises:
+        CoaccelError: no such series is shipped.
+    """
+    from importlib.resources import files
+
+    p = Path(str(files("coaccel.arch_configs"))) / MEASURED_DIR / f"{gpu}_gpu_benches.csv"
+    if not p.is_file():
+        raise CoaccelError(f"no published microbenchmark series of {gpu!r} is shipped at {p}")
+    return p
 
 
 @dataclass(frozen=True)
@@ -226,6 +251,7 @@ def w1_seconds(
     num_splits: int | None = None,
     mode: str = "analytical",
     simulate: Simulate | None = None,
+    kernel: str | None = None,
 ) -> float:
     """Simulated time of one W1 FlashDecoding decode step of one layer, s.
 
@@ -233,16 +259,25 @@ def w1_seconds(
         arch: the GPU config (its SM count sets the split rule when ``num_splits`` is None).
         context: tokens T. batch: sequences B. num_splits: splits (None: the split rule).
         mode: simulator mode. simulate: ``simulate(arch, workload, mode)``.
+        kernel: None for the whole step; a kernel name (``"flash_decode_split"``,
+            ``"flash_decode_reduce"``) for that kernel's standalone time.
 
     Returns:
-        The step's time (split kernel + reduction, launch latencies included), s.
+        The step's time (split kernel + reduction, launch latencies included), or the named
+        kernel's time alone on the GPU (no launch latency), s.
     """
     from ..models.gpu import DecodeShape, flash_decode_trace
 
     trace = flash_decode_trace(
         DecodeShape(batch=batch, context=context), num_splits=num_splits, n_sms=arch.sm.count
     )
-    return float((simulate or _default_simulate)(arch, trace, mode).seconds)
+    result = (simulate or _default_simulate)(arch, trace, mode)
+    if kernel is None:
+        return float(result.seconds)
+    ks = [k for k in result.kernels if k.name == kernel]
+    if not ks:
+        raise CoaccelError(f"the W1 trace has no kernel {kernel!r}")
+    return float(ks[-1].standalone_s)
 
 
 def _series_rows(path: Path, experiment: str) -> list[CalibrationRow]:
@@ -267,7 +302,7 @@ def _curve(
 
 
 def _pcie_shape_rows() -> list[tuple[int, float]]:
-    rows = _series_rows(_DATA / "gpu_calibration_example_a100_80g.csv", "h2d_pinned_wall")
+    rows = _series_rows(measured_csv("a100_80g"), "h2d_pinned_wall")
     return [(r.size_bytes, r.bw_bytes_per_s) for r in rows]
 
 
@@ -301,11 +336,7 @@ def validate_gpu(
     from ..sim.gpu_mem import load_arch
 
     sim = simulate or _default_simulate
-    if not (_DATA / "gpu_calibration_example_a100_80g.csv").is_file():
-        raise CoaccelError(
-            f"the published microbenchmark series are not at {_DATA} (benchmarks/data of a "
-            "source checkout); run coaccel validate gpu from the repository"
-        )
+    measured_csv("a100_80g")  # fail early, one line, where the package data is missing
     anchors: list[Anchor] = []
     series: list[Series] = []
     notes: list[str] = [
@@ -331,7 +362,7 @@ def validate_gpu(
     }  # fmt: skip
     files = {"h200": ("h200", "h200.txt"), "a100_80g": ("a100_80g", "a100_80.txt")}
     for g, (fname, txt) in files.items():
-        path = _DATA / f"gpu_calibration_example_{fname}.csv"
+        path = measured_csv(fname)
         every = _series_rows(path, "stream_read")
         rows = select_rows(every, points)
         meas, ours, lo, hi = _curve(bands[g], rows, mode, sim)
@@ -365,7 +396,7 @@ def validate_gpu(
         )  # fmt: skip
 
     a100 = "a100_80g"
-    chase_all = _series_rows(_DATA / "gpu_calibration_example_a100_80g.csv", "pointer_chase")
+    chase_all = _series_rows(measured_csv("a100_80g"), "pointer_chase")
     chase = select_rows(chase_all, points)
     meas, ours, lo, hi = _curve(bands[a100], chase, mode, sim)
     series.append(
@@ -417,30 +448,40 @@ def validate_gpu(
         t_ours = []
         t_band = []
         derived = []
+        steps = []
+        w1_mode = "analytical" if mode == "auto" else mode
         for t in contexts:
-            w1_mode = "analytical" if mode == "auto" else mode
-            vals = [w1_seconds(a, t, mode=w1_mode, simulate=sim) for a in bands[g]]
+            # the derived anchor is the K/V stream's time at the plateau: the split kernel's
+            # own time is what it describes (the step adds launch latencies and the reduction)
+            vals = [w1_seconds(a, t, mode=w1_mode, simulate=sim, kernel=W1_SPLIT_KERNEL)
+                    for a in bands[g]]  # fmt: skip
             t_ours.append(vals[0])
             t_band.append(_band(vals))
             derived.append(4096 * t / plateau[g])
+            steps.append(w1_seconds(arch, t, mode=w1_mode, simulate=sim))
         full = [k for k, t in enumerate(contexts) if t >= W1_FULL_GRID_TOKENS]
         if full:
             d_sel = [derived[k] for k in full]
             o_sel = [t_ours[k] for k in full]
             series.append(
-                Series(f"{g} W1 time vs context (T >= {W1_FULL_GRID_TOKENS}), against bytes / "
-                       "measured plateau", len(full), mape_pct(d_sel, o_sel),
+                Series(f"{g} W1 split kernel time vs context (T >= {W1_FULL_GRID_TOKENS}), "
+                       "against bytes / measured plateau", len(full), mape_pct(d_sel, o_sel),
                        pearson_r(d_sel, o_sel), "predicted",
                        f"[DERIVED] 4 KiB x T / {plateau[g] / 1e12:.2f} TB/s ({plateau_src[g]})")
             )  # fmt: skip
         i = len(contexts) - 1
         anchors.append(
-            Anchor("w1", f"{g} W1 one layer, B=1, T={contexts[i]}", derived[i], t_ours[i],
+            Anchor("w1", f"{g} W1 split kernel, one layer, B=1, T={contexts[i]}", derived[i],
+                   t_ours[i],
                    t_band[i][0], t_band[i][1], "s",
                    f"[DERIVED] {4096 * contexts[i] / 2**20:.0f} MiB / "
                    f"{plateau[g] / 1e12:.2f} TB/s ({plateau_src[g]})",
                    "predicted", f"flash_decode_trace, split rule for {arch.sm.count} SMs")
         )  # fmt: skip
+        notes.append(
+            f"{g} W1 whole step at T={contexts[i]} (split kernel + reduction + "
+            f"{2 * arch.launch_overhead_us:g} us of launch latency): {steps[i] * 1e6:.1f} us"
+        )
         long = [k for k, t in enumerate(contexts) if t >= W1_FULL_GRID_TOKENS]
         if len(long) >= 2:
             x = np.array([contexts[k] for k in long], dtype=np.float64)

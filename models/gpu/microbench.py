@@ -51,14 +51,17 @@ def _stream_kernel(
     threads_per_cta: int,
     name: str,
     stream: int = 0,
+    reads: int = 1,
 ) -> None:
     n_tiles = -(-working_set_bytes // tile_bytes)
     kid = b.begin_kernel(name, stream=stream, ctas=ctas, threads_per_cta=threads_per_cta)
-    t = np.arange(n_tiles, dtype=np.int64)
+    # ``reads`` sweeps in one grid-stride loop: step j reads tile j % n_tiles
+    j = np.arange(n_tiles * reads, dtype=np.int64)
+    t = j % n_tiles
     nbytes = np.minimum(tile_bytes, working_set_bytes - t * tile_bytes)
-    # grid-stride order: tile t is read by CTA t % ctas in step t // ctas
+    # grid-stride order: step j is done by CTA j % ctas in its iteration j // ctas
     b.memory_many(
-        kernel=kid, cta=t % ctas, space="HBM", rw="r", tensor=tensor, phase="load",
+        kernel=kid, cta=j % ctas, space="HBM", rw="r", tensor=tensor, phase="load",
         addr=t * tile_bytes, nbytes=nbytes, stride=nbytes, count=1, stream=stream,
     )  # fmt: skip
     b.end_kernel(kid, name=name, stream=stream)
@@ -71,6 +74,7 @@ def streaming_read(
     tile_bytes: int = 16384,
     threads_per_cta: int = 256,
     passes: int = 2,
+    reads_per_pass: int = 1,
 ) -> Trace:
     """A read-only sweep over a working set, ``passes`` times (one kernel per pass).
 
@@ -80,23 +84,29 @@ def streaming_read(
         tile_bytes: bytes one CTA loads per step (one record), B.
         threads_per_cta: threads per CTA.
         passes: sweeps (kernels ``stream_pass0``, ``stream_pass1``, ...).
+        reads_per_pass: times each kernel reads the whole set in its grid-stride loop (a
+            long kernel over an L2-resident set, as a cache-bandwidth benchmark runs it).
 
     Returns:
         The trace; tensor ``buf`` in HBM.
     """
-    if working_set_bytes < 1 or ctas < 1 or tile_bytes < 1 or passes < 1:
-        raise ValueError("working_set_bytes, ctas, tile_bytes and passes must be >= 1")
-    b = TraceBuilder(
-        producer=PRODUCER,
-        workload={"microbench": "streaming_read", "working_set_bytes": working_set_bytes,
-                  "ctas": ctas, "tile_bytes": tile_bytes, "passes": passes},
-        config_digest=None, seed=None,
-    )  # fmt: skip
+    if working_set_bytes < 1 or ctas < 1 or tile_bytes < 1 or passes < 1 or reads_per_pass < 1:
+        raise ValueError(
+            "working_set_bytes, ctas, tile_bytes, passes and reads_per_pass must be >= 1"
+        )
+    workload: dict[str, Any] = {
+        "microbench": "streaming_read", "working_set_bytes": working_set_bytes, "ctas": ctas,
+        "tile_bytes": tile_bytes, "passes": passes,
+    }  # fmt: skip
+    if reads_per_pass != 1:
+        workload["reads_per_pass"] = reads_per_pass
+    b = TraceBuilder(producer=PRODUCER, workload=workload, config_digest=None, seed=None)
     b.allocate("buf", space="HBM", nbytes=working_set_bytes)
     for p in range(passes):
         _stream_kernel(
             b, tensor="buf", working_set_bytes=working_set_bytes, ctas=ctas,
             tile_bytes=tile_bytes, threads_per_cta=threads_per_cta, name=f"stream_pass{p}",
+            reads=reads_per_pass,
         )  # fmt: skip
     return b.build()
 

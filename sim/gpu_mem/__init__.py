@@ -28,7 +28,7 @@ TARGET = SimTarget(
     load_arch=load_arch,
     load_workload=load_workload,
     simulate=simulate,
-    priced_components=None,
+    priced_components=priced_components,
     options=(),
 )
 """This simulator as :func:`coaccel.simulate` and ``coaccel sim`` see it."""

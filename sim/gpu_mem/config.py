@@ -70,6 +70,10 @@ class SmConfig:
         l1_cache_kib: L1 capacity one CTA's loads can reuse, KiB (the measured L1 knee); a
             dependent load that hits in L2 and whose CTA touches no more than this is served
             at ``l1_latency_cycles``. None: no L1 level.
+        smem_reserved_per_cta_kib: shared memory the system reserves for each resident CTA on
+            top of what the CTA asks for, KiB (1 KiB from compute capability 8.0 on).
+        regs_alloc_unit_per_warp: registers are given to a warp in multiples of this many
+            (256 on compute capability 8.x and 9.0); 1: no rounding.
     """
 
     count: int = param(ge=1, doc="SMs")
@@ -87,6 +91,12 @@ class SmConfig:
     l1_latency_cycles: int = param(ge=0, unit="", doc="L1 hit latency, cycles")
     compute_efficiency: float = param(default=0.8, gt=0, le=1, doc="sustained / peak compute")
     l1_cache_kib: float | None = param(default=None, gt=0, unit="KiB", doc="L1 reuse capacity")
+    smem_reserved_per_cta_kib: float = param(
+        default=0.0, ge=0, unit="KiB", doc="system shared memory per resident CTA"
+    )
+    regs_alloc_unit_per_warp: int = param(
+        default=1, ge=1, doc="register allocation granularity per warp"
+    )
 
 
 L2Hash = Literal["xor", "modulo"]

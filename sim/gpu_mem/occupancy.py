@@ -1,8 +1,9 @@
 """Occupancy and memory-level parallelism of a kernel from its launch geometry.
 
 * :func:`resident_ctas`: CTAs one SM holds at once, the least of the SM's limits on CTAs,
-  threads (in whole warps), shared memory and registers (CUDA's occupancy rule without the
-  allocation granularities, [OURS]).
+  threads (in whole warps), shared memory (each CTA's request plus the shared memory the
+  system reserves per CTA) and registers (allocated per warp in whole allocation units): the
+  occupancy rule of the CUDA programming guide ([CUDA-GUIDE]).
 * :func:`wave_sizes`: CTAs of each wave: full waves of ``SMs x resident`` and a partial last
   one.
 * :func:`mlp_bytes_per_s`: the bandwidth loads in flight sustain over a latency (Little's law:
@@ -36,17 +37,21 @@ def resident_ctas(
         regs_per_thread: registers per thread (0: unknown, not limiting).
 
     Returns:
-        ``min(max_ctas, max_threads // warps x 32, smem // smem_per_cta, regs // (regs x
-        threads))``, at least 0 (0: one CTA does not fit an SM).
+        ``min(max_ctas, max_threads // (warps x 32), smem // (smem_per_cta + reserved),
+        regs // (warps x ceil(regs x 32 / unit) x unit))``, at least 0 (0: one CTA does not
+        fit an SM). The reserved shared memory counts only for a CTA that uses shared memory.
     """
     limits = [sm.max_ctas_per_sm]
-    threads = math.ceil(threads_per_cta / WARP_THREADS) * WARP_THREADS if threads_per_cta else 0
-    if threads:
-        limits.append(sm.max_threads_per_sm // threads)
+    warps = math.ceil(threads_per_cta / WARP_THREADS) if threads_per_cta else 0
+    if warps:
+        limits.append(sm.max_threads_per_sm // (warps * WARP_THREADS))
     if smem_bytes_per_cta:
-        limits.append(int(sm.smem_per_sm_kib * 1024) // smem_bytes_per_cta)
-    if regs_per_thread and threads:
-        limits.append(sm.regs_per_sm // (regs_per_thread * threads))
+        reserved = round(sm.smem_reserved_per_cta_kib * 1024)
+        limits.append(round(sm.smem_per_sm_kib * 1024) // (smem_bytes_per_cta + reserved))
+    if regs_per_thread and warps:
+        unit = sm.regs_alloc_unit_per_warp
+        per_warp = math.ceil(regs_per_thread * WARP_THREADS / unit) * unit
+        limits.append(sm.regs_per_sm // (warps * per_warp))
     return max(0, min(limits))
 
 

@@ -10,6 +10,13 @@ memory runs, a tensor map) into one :class:`KernelTraffic` per kernel:
   (:func:`coaccel.sim.common.sectors.sector_counts`) and decides hits per tensor: a tensor the
   effective L2 holds misses only on its first touch of each sector, a larger one always misses.
 
+Near or far, in both fidelities: the L2 partition next to an SM keeps copies of the lines that
+SM reads while the data a kernel touches fits one partition (nominal capacity / partitions), so
+every hit of such a kernel is *near*; a kernel whose device tensors exceed one partition has
+its hits served by the far partition. This is the shape of the measured pointer-chase curves
+([S12] cuda-latency/a100_80.txt: the near plateau up to ~18-20 MB of 40, then the far plateau
+up to the L2 size, not an even mix of the two), [OURS] as a rule.
+
 Host-memory records of compute kernels are zero-copy loads over the host link; kernels named
 ``memcpy_h2d*`` / ``memcpy_d2h*`` are copy-engine transfers of their ``HOST`` bytes (pageable
 when the name contains ``pageable``, pinned otherwise).
@@ -216,6 +223,38 @@ def _stream_runs(
     return out
 
 
+def _fits_one_partition(
+    trace: Trace,
+    arch: GpuArchConfig,
+    mem: np.ndarray,
+    dev: npt.NDArray[np.bool_],
+    kidx: npt.NDArray[np.int64],
+    n_k: int,
+) -> npt.NDArray[np.bool_]:
+    """Per kernel: do the device tensors it touches (their sizes in the tensor map; a tensor
+    not in the map counts its records' bytes) fit one L2 partition (nominal capacity /
+    partitions)? Module docstring: such a kernel's hits are all near."""
+    out = np.zeros(n_k, dtype=np.bool_)
+    idx = np.flatnonzero(dev)
+    if not idx.size:
+        return out
+    names = trace.table("tensor")
+    tmap = trace.meta.get("tensors", {})
+    rec_bytes = mem["nbytes"].astype(np.int64) * np.maximum(mem["count"].astype(np.int64), 1)
+    foot = np.zeros(n_k)
+    pairs = np.unique(np.stack([kidx[idx], mem["tensor"][idx].astype(np.int64)]), axis=1)
+    for k, t in pairs.T:
+        name = names[int(t)]
+        if name in tmap:
+            foot[k] += int(tmap[name]["nbytes"])
+        else:
+            sel = idx[(kidx[idx] == k) & (mem["tensor"][idx] == t)]
+            foot[k] += float(rec_bytes[sel].sum())
+    part = arch.l2.capacity_mib * 2**20 / arch.l2.partitions
+    out[:] = foot <= part
+    return out
+
+
 def _cta_fits(
     mem: np.ndarray,
     dev: npt.NDArray[np.bool_],
@@ -360,6 +399,9 @@ def kernel_traffic(
         h = _analytical_hits(trace, arch, dev_c, req)
         hits[sel] = h[sel]
         near[sel] = h[sel] // arch.l2.partitions
+    if sel.size:
+        near_k = _fits_one_partition(trace, arch, mem, dev_c, kidx, n_k)
+        near = np.where(dev_c & near_k[kidx], hits, 0)
     misses = np.where(dev_c, req - hits, 0)
     if fidelity == "analytical":
         # a fitting tensor's writes stay in L2; a larger one's are written back
@@ -407,14 +449,8 @@ def kernel_traffic(
     f = arch.sm.freq_mhz * 1e6
     lat = np.zeros(mem.size)
     far = hits - near
-    if fidelity == "cycle":
-        lat = np.where(dev_c & (near > 0), arch.l2.near_latency_cycles / f, lat)
-        lat = np.where(dev_c & (far > 0), arch.l2.far_latency_cycles / f, lat)
-    else:
-        # a hit is homed in any partition alike: the mean of one near and (p - 1) far latencies
-        p = arch.l2.partitions
-        mean_hit = (arch.l2.near_latency_cycles + (p - 1) * arch.l2.far_latency_cycles) / p / f
-        lat = np.where(dev_c & (hits > 0), mean_hit, lat)
+    lat = np.where(dev_c & (near > 0), arch.l2.near_latency_cycles / f, lat)
+    lat = np.where(dev_c & (far > 0), arch.l2.far_latency_cycles / f, lat)
     lat = np.where(dev_c & (misses > 0), arch.dram.latency_ns * 1e-9, lat)
     if arch.sm.l1_cache_kib is not None and mem.size:
         # L1: a hit of a CTA whose distinct accesses fit the L1 is served there (reads)

@@ -15,9 +15,9 @@ from coaccel.validate import gpu_fit
 from coaccel.validate.gpu_fit import fit_parameters, read_calibration_csv
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "benchmarks" / "data"
-A100_CSV = DATA / "gpu_calibration_example_a100_80g.csv"
-H200_CSV = DATA / "gpu_calibration_example_h200.csv"
+DATA = ROOT / "arch_configs" / "gpu" / "measured"
+A100_CSV = DATA / "a100_80g_gpu_benches.csv"
+H200_CSV = DATA / "h200_gpu_benches.csv"
 
 
 def _script():  # noqa: ANN202

@@ -48,20 +48,49 @@ def test_zero_copy_rounds_to_requests() -> None:
 
 
 def test_resident_ctas_is_the_tightest_limit() -> None:
+    # CUDA's occupancy rule for compute capability 9.0 written out: 32 blocks, 2048 threads,
+    # 228 KiB shared memory with 1 KiB reserved per block, 64 K registers given per warp in
+    # units of 256
     sm = H200.sm
     for threads, smem, regs in itertools.product(
-        (0, 64, 96, 256, 1024), (0, 16384, 100000), (0, 32, 128, 255)
+        (0, 64, 96, 256, 1024), (0, 16384, 100000), (0, 32, 33, 128, 255)
     ):
-        want = [sm.max_ctas_per_sm]
-        warps = -(-threads // 32) * 32
+        want = [32]
+        warps = -(-threads // 32)
         if threads:
-            want.append(sm.max_threads_per_sm // warps)
+            want.append(2048 // (warps * 32))
         if smem:
-            want.append(228 * 1024 // smem)
+            want.append(228 * 1024 // (smem + 1024))
         if regs and threads:
-            want.append(65536 // (regs * warps))
+            want.append(65536 // (warps * (-(-(regs * 32) // 256) * 256)))
         assert resident_ctas(sm, threads, smem, regs) == min(want)
     assert resident_ctas(sm, 1024, 300 * 1024, 0) == 0  # does not fit
+    # the granularities bind: 64 threads x 33 registers is 2 warps of 1280 (not 1056)
+    # registers, 25 CTAs (31 without the rounding); 76 KiB of shared memory is 2 CTAs with
+    # the reserved 1 KiB per CTA (3 without)
+    assert resident_ctas(sm, 64, 0, 33) == 25
+    assert resident_ctas(sm, 128, 76 * 1024, 0) == 2
+
+
+def test_flash_decoding_cta_occupancy() -> None:
+    # a W1 split CTA: 4 warps, q tile 16 x 128 bf16 (4 KiB) + one K and one V tile of
+    # 128 x 128 bf16 (2 x 32 KiB) = 68 KiB, 128 registers per thread
+    from coaccel.models.gpu import DecodeShape, plan_split_k
+
+    one = plan_split_k(DecodeShape(batch=1, context=131072), num_splits=16)
+    two = plan_split_k(DecodeShape(batch=1, context=131072), num_splits=16, n_stages=2)
+    assert one.smem_bytes_per_cta == 68 * 1024 and two.smem_bytes_per_cta == 132 * 1024
+    a100 = load_arch("a100_80g").sm
+    for sm, smem_kib in ((H200.sm, 228), (a100, 164)):
+        by_regs = 65536 // (4 * 128 * 32)  # 4: 128 x 32 is already a multiple of 256
+        for plan in (one, two):
+            want = min(32, 2048 // 128, smem_kib // (plan.smem_bytes_per_cta // 1024 + 1), by_regs)
+            got = resident_ctas(sm, plan.threads_per_cta, plan.smem_bytes_per_cta,
+                                plan.regs_per_thread)  # fmt: skip
+            assert got == want
+    # H200: 3 single-stage CTAs per SM (228 // 69), one double-buffered (228 // 133)
+    assert resident_ctas(H200.sm, 128, one.smem_bytes_per_cta, 128) == 3
+    assert resident_ctas(H200.sm, 128, two.smem_bytes_per_cta, 128) == 1
 
 
 def test_waves_and_littles_law() -> None:

@@ -88,15 +88,26 @@ def test_cli_runs_the_gpu_kind() -> None:
 def test_sweep_spec_runs(tmp_path: Path) -> None:
     from coaccel.dse import Store, run_sweep
 
-    s = run_sweep(shipped("sweeps/gpu_decode.yaml"), tmp_path / "s.sqlite")
-    assert (s.total, s.failed) == (30, 0)
+    spec = shipped("sweeps/gpu_decode_context_batch_splits.yaml")
+    s = run_sweep(spec, tmp_path / "s.sqlite")
+    assert (s.total, s.failed) == (15 * 3 * 2, 0)
     rows = list(Store(tmp_path / "s.sqlite").rows())
-    # more pipeline stages never slow a kernel down (more bytes in flight)
-    by = {}
-    for r in rows:
-        by[(r.workload, r.params["l2.effective_capacity_mib"], r.params["sm.pipeline_stages"])] = (
-            r.metrics["seconds"][0]
-        )
-    for (w, cap, st), sec in by.items():
-        if st in (1, 2):  # 1 -> 2 -> 4 stages
-            assert by[(w, cap, 2 * st)] <= sec + 1e-15
+    # at a fixed SM count, a faster memory system never slows a point down
+    # (HBM2e 2.04 TB/s < HBM3 3.35 TB/s < HBM3e 4.8 TB/s)
+    order = ["dram/hbm2e_a100_80g.yaml", "dram/hbm3_h100_sxm.yaml", "dram/hbm3e_h200.yaml"]
+    by = {(r.workload, r.params["sm.count"], r.params["dram"]): r.metrics["seconds"][0]
+          for r in rows}  # fmt: skip
+    assert len(by) == 90
+    # priced by its HBM traffic: energy present, area not applicable to a GPU
+    assert all(r.metrics["energy_j"][0] > 0 and "area_mm2" not in r.metrics for r in rows)
+    from coaccel.dse import load_spec
+    from coaccel.dse.analysis import point_breakdown
+
+    pb = point_breakdown(load_spec(spec), rows[0])
+    assert pb.energy_matches and [(f.component, f.quantity) for f in pb.totals] == [
+        ("total", "energy")
+    ]
+    for (w, sms, dram), sec in by.items():
+        k = order.index(dram)
+        if k + 1 < len(order):
+            assert by[(w, sms, order[k + 1])] <= sec + 1e-15

@@ -58,19 +58,21 @@ def test_pointer_chase_latencies() -> None:
     )
     per = _kernel_s(dram, 0) / steps
     assert per == pytest.approx(H200.dram.latency_ns * 1e-9, rel=1e-9)
-    l2 = coaccel.simulate(H200, mb.pointer_chase(4 * MiB, steps=steps), mode="cycle")
-    per = _kernel_s(l2, 1) / steps * H200.sm.freq_mhz * 1e6
-    # two partitions: about half the lines are homed near (265 cycles), half far (475)
-    assert per == pytest.approx((265 + 475) / 2, rel=0.05)
-    # below the L1 knee (~150 KB on A100, [S12]) laps after the first hit in L1 (36 cycles)
+    # data that fits one L2 partition (25 MiB of the H200's 50) is all near (265 cycles); a
+    # set beyond one partition but inside the effective L2 (44 MiB) is served far (475)
+    for ws, level in ((4 * MiB, 265), (16 * MiB, 265), (30 * MiB, 475), (40 * MiB, 475)):
+        r = coaccel.simulate(H200, mb.pointer_chase(ws, steps=steps), mode="cycle")
+        per = _kernel_s(r, 1) / steps * H200.sm.freq_mhz * 1e6
+        assert per == pytest.approx(level, rel=1e-9), ws
+    # below the L1 knee (~150 KB on A100, [S12]) laps after the first hit in L1 (36 cycles);
+    # the first lap of the measured kernel comes from the near partition (211)
     laps = 32
-    for ws, level in ((128 << 10, 36), (256 << 10, (211 + 424) / 2)):
+    for ws, level in ((128 << 10, 36), (256 << 10, 211)):
         lines = ws // 128
         r = coaccel.simulate(A100, mb.pointer_chase(ws, steps=laps * lines), mode="cycle")
         per = _kernel_s(r, 1) / (laps * lines) * A100.sm.freq_mhz * 1e6
-        first_lap = (211 + 424) / 2  # the measured kernel's first lap comes from L2
-        want = (first_lap + (laps - 1) * level) / laps
-        assert per == pytest.approx(want, rel=0.05), ws
+        want = (211 + (laps - 1) * level) / laps
+        assert per == pytest.approx(want, rel=1e-9), ws
 
 
 def test_host_copies() -> None:
