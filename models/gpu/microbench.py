@@ -114,7 +114,9 @@ def pointer_chase(
     Element ``i`` (one 8-B pointer at the start of line ``i``) points to ``perm[i]``; the walk
     visits every line once per cycle. Kernel ``chase_warm`` (when ``warm``) walks one full
     cycle; kernel ``chase`` then makes ``steps`` dependent loads: its time / ``steps`` is the
-    latency of the level the working set lives in.
+    latency of the level the working set lives in. A working set that fits an SM's L1 is
+    served from L1 only from the measured kernel's second lap on: take ``steps`` well above
+    the line count there (the first lap is then a small share).
 
     Args:
         working_set_bytes: bytes of the buffer, B (>= 2 lines).

@@ -7,6 +7,13 @@
 * :mod:`~coaccel.sim.common.offchip`: the off-chip memory model (channels, interleave,
   efficiency curve of transfer size, first-access latency, open rows) over a
   :class:`~coaccel.config.DramConfig`.
+* :mod:`~coaccel.sim.common.sectors`: coalescing of strided runs into sector transactions.
+* :mod:`~coaccel.sim.common.cache`: a sectored, set-associative, partitioned cache (a GPU L2)
+  replayed in numba, with the DRAM channels, runs and open rows behind it, and a plain-Python
+  reference of it.
+* :mod:`~coaccel.sim.common.hostlink`: a host link (PCIe, NVLink-C2C): per-direction bandwidth,
+  fixed cost per copy, size-dependent efficiency, pinned / pageable, zero-copy loads.
+* :mod:`~coaccel.sim.common.streams`: streams and events, engines and shared DRAM bandwidth.
 * :class:`OnChipBuffer`: the on-chip buffer model (capacity, banks, bank width, ports).
 * :class:`SimResult`: the base of every target's result, with a flat ``metrics()``.
 * :class:`PricedComponents` and its parts (:class:`MacArray`, :class:`BufferUse`,
@@ -16,7 +23,7 @@
   sweeps can run it without knowing it.
 """
 
-from . import offchip
+from . import cache, hostlink, offchip, sectors, streams
 from .buffer import OnChipBuffer
 from .engine import (
     QueueProgram,
@@ -62,10 +69,14 @@ __all__ = [
     "StallBreakdown",
     "TransferCauses",
     "attribute_stalls",
+    "cache",
     "distinct_rows",
     "effective_deps",
+    "hostlink",
     "merge_records",
     "offchip",
     "run_program",
+    "sectors",
+    "streams",
     "table_code",
 ]

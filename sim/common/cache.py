@@ -36,6 +36,7 @@ __all__ = [
     "CacheState",
     "ReferenceCache",
     "ReplayCounts",
+    "dram_channel",
     "line_partition",
     "line_set",
     "replay",
@@ -56,6 +57,12 @@ class CacheGeometry:
         dram_channels: channels of the DRAM behind the cache (>= 1).
         dram_interleave_bytes: channel interleave granularity, B.
         dram_row_bytes: open row per channel, B; 0 turns the row model off.
+        dram_channel_hash: ``"modulo"``: interleave chunk ``c`` lies in channel ``c %
+            channels`` (the plain interleave of :mod:`coaccel.sim.common.offchip`);
+            ``"rotate"``: each group of ``channels`` consecutive chunks is rotated by an offset
+            hashed from the group index (:func:`dram_channel`), so strided streams spread over
+            all channels while a contiguous stream still gives every channel contiguous local
+            addresses.
     """
 
     sets: int
@@ -67,6 +74,7 @@ class CacheGeometry:
     dram_channels: int = 1
     dram_interleave_bytes: int = 256
     dram_row_bytes: int = 0
+    dram_channel_hash: Literal["rotate", "modulo"] = "modulo"
 
     def __post_init__(self) -> None:
         if self.sets < 1 or self.ways < 1 or self.partitions < 1 or self.dram_channels < 1:
@@ -78,6 +86,10 @@ class CacheGeometry:
             )
         if self.set_hash not in ("xor", "modulo"):
             raise ValueError(f"set_hash must be 'xor' or 'modulo', got {self.set_hash!r}")
+        if self.dram_channel_hash not in ("rotate", "modulo"):
+            raise ValueError(
+                f"dram_channel_hash must be 'rotate' or 'modulo', got {self.dram_channel_hash!r}"
+            )
 
     @property
     def capacity_bytes(self) -> int:
@@ -98,6 +110,27 @@ def line_set(line: int, sets: int, xor: bool) -> int:
     """
     h = line ^ (line >> 7) ^ (line >> 17) if xor else line
     return h % sets
+
+
+def dram_channel(g: CacheGeometry, addr: int) -> tuple[int, int]:
+    """DRAM channel and channel-local address of a byte address (plain Python).
+
+    Args:
+        g: the geometry.
+        addr: byte address, >= 0.
+
+    Returns:
+        ``(channel, local address)``; the local address is ``(chunk // channels) x
+        interleave_bytes + addr % interleave_bytes`` under either hash.
+    """
+    il, n = g.dram_interleave_bytes, g.dram_channels
+    chunk = addr // il
+    grp = chunk // n
+    if g.dram_channel_hash == "rotate":
+        ch = (chunk + ((grp ^ (grp >> 4) ^ (grp >> 9)) * 13) % n) % n
+    else:
+        ch = chunk % n
+    return ch, grp * il + addr % il
 
 
 def line_partition(line: int, partitions: int) -> int:
@@ -173,12 +206,19 @@ class ReplayCounts:
 
 
 @numba.njit(cache=True, inline="always")
+def _rotation(group: int, n_ch: int) -> int:  # pragma: no cover - compiled; see dram_channel
+    return ((group ^ (group >> 4) ^ (group >> 9)) * 13) % n_ch
+
+
+@numba.njit(cache=True, inline="always")
 def _dram_touch(
-    addr, sector_bytes, grp, n_ch, il, row_bytes, open_rows, last_local, ch_sec, row_miss, runs
+    addr, sector_bytes, grp, n_ch, il, rot, row_bytes, open_rows, last_local, ch_sec, row_miss, runs
 ):  # pragma: no cover
-    ch = (addr // il) % n_ch
+    chunk = addr // il
+    grp_c = chunk // n_ch
+    ch = (chunk + _rotation(grp_c, n_ch)) % n_ch if rot else chunk % n_ch
     ch_sec[grp, ch] += 1
-    local = (addr // (il * n_ch)) * il + addr % il
+    local = grp_c * il + addr % il
     ls = local // sector_bytes
     if ls != last_local[ch] + 1:
         runs[grp, ch] += 1
@@ -192,14 +232,16 @@ def _dram_touch(
 
 @numba.njit(cache=True, inline="always")
 def _dram_line(
-    line, mask, spl, sector_bytes, line_bytes, grp, n_ch, il, row_bytes, open_rows, last_local,
+    line, mask, spl, sector_bytes, line_bytes, grp, n_ch, il, rot, row_bytes, open_rows, last_local,
     ch_sec, row_miss, runs,
 ):  # fmt: skip  # pragma: no cover
     # the sectors of ``mask`` in one line, in increasing order, as _dram_touch would count them
     # one by one; valid when a line lies inside one interleave chunk and one DRAM row
     addr0 = line * line_bytes
-    ch = (addr0 // il) % n_ch
-    local0 = (addr0 // (il * n_ch)) * il + addr0 % il
+    chunk = addr0 // il
+    grp_c = chunk // n_ch
+    ch = (chunk + _rotation(grp_c, n_ch)) % n_ch if rot else chunk % n_ch
+    local0 = grp_c * il + addr0 % il
     ls0 = local0 // sector_bytes
     prev = last_local[ch]
     cnt = 0
@@ -224,7 +266,7 @@ def _replay(
     starts, nbytes, strides, counts, rw, requester, group,
     tags, stamps, valid, dirty, clock, open_rows, last_local,
     sets, ways, line_bytes, sector_bytes, partitions, xor,
-    n_ch, il, row_bytes,
+    n_ch, il, rot, row_bytes,
     req_o, hit_o, near_o, miss_o, wb_o, ch_sec, row_miss, runs,
 ):  # fmt: skip  # pragma: no cover - compiled; equal to ReferenceCache (tests)
     spl = line_bytes // sector_bytes
@@ -278,14 +320,15 @@ def _replay(
                         if old >= 0 and d != 0:
                             if by_line:
                                 wb_o[r] += _dram_line(old, d, spl, sector_bytes, line_bytes, grp,
-                                                      n_ch, il, row_bytes, open_rows, last_local,
-                                                      ch_sec, row_miss, runs)  # fmt: skip
+                                                      n_ch, il, rot, row_bytes, open_rows,
+                                                      last_local, ch_sec, row_miss,
+                                                      runs)  # fmt: skip
                             else:
                                 for k in range(spl):
                                     if d & (np.uint32(1) << np.uint32(k)):
                                         wb_o[r] += 1
                                         _dram_touch((old * spl + k) * sector_bytes, sector_bytes,
-                                                    grp, n_ch, il, row_bytes, open_rows,
+                                                    grp, n_ch, il, rot, row_bytes, open_rows,
                                                     last_local, ch_sec, row_miss, runs)  # fmt: skip
                         tags[st, victim] = line
                         valid[st, victim] = 0
@@ -314,14 +357,14 @@ def _replay(
                     if not is_w:
                         if by_line:
                             _dram_line(line, miss_mask, spl, sector_bytes, line_bytes, grp, n_ch,
-                                       il, row_bytes, open_rows, last_local, ch_sec, row_miss,
+                                       il, rot, row_bytes, open_rows, last_local, ch_sec, row_miss,
                                        runs)  # fmt: skip
                         else:
                             for k in range(lo, hi + 1):
                                 if miss_mask & (np.uint32(1) << np.uint32(k)):
                                     _dram_touch((line * spl + k) * sector_bytes, sector_bytes,
-                                                grp, n_ch, il, row_bytes, open_rows, last_local,
-                                                ch_sec, row_miss, runs)  # fmt: skip
+                                                grp, n_ch, il, rot, row_bytes, open_rows,
+                                                last_local, ch_sec, row_miss, runs)  # fmt: skip
                 if is_w:
                     dirty[cur_set, cur_way] |= mask
                 sec = line * spl + hi + 1
@@ -383,7 +426,8 @@ def replay(
         state.tags, state.stamps, state.valid, state.dirty, state.clock, state.open_rows,
         state.last_local,
         g.sets, g.ways, g.line_bytes, g.sector_bytes, g.partitions, g.set_hash == "xor",
-        g.dram_channels, g.dram_interleave_bytes, g.dram_row_bytes,
+        g.dram_channels, g.dram_interleave_bytes, g.dram_channel_hash == "rotate",
+        g.dram_row_bytes,
         *z, ch, rm, runs,
     )  # fmt: skip
     return ReplayCounts(
@@ -411,10 +455,8 @@ class ReferenceCache:
 
     def _dram(self, addr: int, grp: int) -> None:
         g = self.g
-        ch = (addr // g.dram_interleave_bytes) % g.dram_channels
+        ch, local = dram_channel(g, addr)
         self.channel_sectors[grp][ch] += 1
-        il = g.dram_interleave_bytes
-        local = (addr // (il * g.dram_channels)) * il + addr % il
         if local // g.sector_bytes != self.last_local[ch] + 1:
             self.run_starts[grp][ch] += 1
         self.last_local[ch] = local // g.sector_bytes

@@ -77,4 +77,5 @@ def scale_traffic(kt: KernelTraffic, factor: float, *, ctas_factor: float = 1.0)
         tensor_flop=kt.tensor_flop * factor,
         fp32_flop=kt.fp32_flop * factor,
         chain_seconds=kt.chain_seconds * factor,
+        l1_hits=s(kt.l1_hits),
     )

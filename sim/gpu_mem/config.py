@@ -67,6 +67,9 @@ class SmConfig:
         fp32_flop_per_cycle_per_sm: FP32 (FMA = 2 FLOP) per cycle per SM, for element-wise ops.
         compute_efficiency: sustained / peak compute of a tile, (0, 1].
         l1_latency_cycles: L1 hit (load-to-use) latency, cycles.
+        l1_cache_kib: L1 capacity one CTA's loads can reuse, KiB (the measured L1 knee); a
+            dependent load that hits in L2 and whose CTA touches no more than this is served
+            at ``l1_latency_cycles``. None: no L1 level.
     """
 
     count: int = param(ge=1, doc="SMs")
@@ -83,6 +86,7 @@ class SmConfig:
     fp32_flop_per_cycle_per_sm: float = param(gt=0, unit="", doc="FP32 FLOP/cycle/SM")
     l1_latency_cycles: int = param(ge=0, unit="", doc="L1 hit latency, cycles")
     compute_efficiency: float = param(default=0.8, gt=0, le=1, doc="sustained / peak compute")
+    l1_cache_kib: float | None = param(default=None, gt=0, unit="KiB", doc="L1 reuse capacity")
 
 
 L2Hash = Literal["xor", "modulo"]
@@ -107,6 +111,11 @@ class L2Config:
         hit_bw_gb_per_s: bandwidth of L2 hits, all partitions together, GB/s.
         set_hash: ``"xor"`` (line address bits folded, as GPUs spread strided streams) or
             ``"modulo"`` (line index modulo sets).
+        dram_channel_hash: how L2 misses map to DRAM channels: ``"modulo"`` (chunk modulo
+            channels, the shared off-chip model's interleave) or ``"rotate"`` (each group of
+            ``channels`` interleave chunks rotated by a hashed offset, so that one strided
+            stream alone uses every channel; the DRAM runs are then counted in issue order
+            across the rotated groups, which splits the runs of interleaved streams).
     """
 
     capacity_mib: float = param(gt=0, doc="nominal capacity")
@@ -119,6 +128,9 @@ class L2Config:
     far_latency_cycles: int = param(ge=0, unit="", doc="hit latency, other partition")
     hit_bw_gb_per_s: float = param(gt=0, doc="L2 hit bandwidth")
     set_hash: L2Hash = param(default="xor", doc="address -> set hash")
+    dram_channel_hash: Literal["rotate", "modulo"] = param(
+        default="modulo", doc="address -> DRAM channel map"
+    )
 
     @property
     def sets(self) -> int:

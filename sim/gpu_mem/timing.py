@@ -64,9 +64,14 @@ def _mean_latency(arch: GpuArchConfig, kt: KernelTraffic) -> float:
     n = kt.sector_requests
     if n <= 0:
         return arch.dram.latency_ns * 1e-9
-    far = kt.l2_hits - kt.l2_near_hits
+    # L1 hits are L2 hits served earlier; take them out of the near / far shares in proportion
+    l2_only = max(kt.l2_hits - kt.l1_hits, 0)
+    share = l2_only / kt.l2_hits if kt.l2_hits else 0.0
+    near = kt.l2_near_hits * share
+    far = (kt.l2_hits - kt.l2_near_hits) * share
     return (
-        kt.l2_near_hits * arch.l2.near_latency_cycles / f
+        kt.l1_hits * arch.sm.l1_latency_cycles / f
+        + near * arch.l2.near_latency_cycles / f
         + far * arch.l2.far_latency_cycles / f
         + kt.l2_misses * arch.dram.latency_ns * 1e-9
     ) / n

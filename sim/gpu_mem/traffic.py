@@ -80,6 +80,7 @@ class KernelTraffic:
         fp32_flop: FP32 FLOP.
         tile_bytes: mean bytes of one device read record (a CTA's tile), B.
         chain_seconds: longest chain of dependent loads (each at its level's latency), s.
+        l1_hits: of the L2 hits, those a repeated load of a CTA finds in its SM's L1, sector.
         by_tensor: device-memory bytes by tensor name, B.
     """
 
@@ -105,6 +106,7 @@ class KernelTraffic:
     fp32_flop: float
     tile_bytes: float
     chain_seconds: float
+    l1_hits: int = 0
     by_tensor: Mapping[str, int] = field(default_factory=FrozenMap)
 
 
@@ -121,6 +123,7 @@ def cache_geometry(arch: GpuArchConfig) -> CacheGeometry:
         dram_channels=arch.dram.channels,
         dram_interleave_bytes=arch.dram.interleave_bytes,
         dram_row_bytes=arch.dram.row_buffer_bytes or 0,
+        dram_channel_hash=l2.dram_channel_hash,
     )
 
 
@@ -210,6 +213,35 @@ def _stream_runs(
     span = np.maximum(hi - lo, 1)
     dense = covered >= DENSE_FRACTION * span
     out[idx] = np.where(dense[inv], span[inv], runs[idx])
+    return out
+
+
+def _cta_fits(
+    mem: np.ndarray,
+    dev: npt.NDArray[np.bool_],
+    kidx: npt.NDArray[np.int64],
+    sector_bytes_rec: npt.NDArray[np.int64],
+    capacity_bytes: float,
+) -> npt.NDArray[np.bool_]:
+    """Per record: is it a repeat of an earlier record of its (kernel, CTA), and do that CTA's
+    distinct records cover at most ``capacity_bytes`` (``sector_bytes_rec``: each record's
+    footprint, B), so that the repeat finds its data in L1?"""
+    out = np.zeros(mem.size, dtype=np.bool_)
+    idx = np.flatnonzero(dev)
+    if not idx.size:
+        return out
+    cols = [kidx[idx], mem["cta"][idx].astype(np.int64)]
+    cols += [mem[f][idx].astype(np.int64) for f in ("addr", "tensor", "nbytes", "stride", "count")]
+    keys = np.stack(cols)
+    _, first = np.unique(keys, axis=1, return_index=True)
+    grp = np.stack(cols[:2])
+    ug, inv = np.unique(grp, axis=1, return_inverse=True)
+    inv = inv.ravel()
+    foot = np.zeros(ug.shape[1])
+    np.add.at(foot, inv[first], sector_bytes_rec[idx][first])
+    repeat = np.ones(idx.size, dtype=np.bool_)
+    repeat[first] = False
+    out[idx] = (foot[inv] <= capacity_bytes) & repeat
     return out
 
 
@@ -384,12 +416,23 @@ def kernel_traffic(
         mean_hit = (arch.l2.near_latency_cycles + (p - 1) * arch.l2.far_latency_cycles) / p / f
         lat = np.where(dev_c & (hits > 0), mean_hit, lat)
     lat = np.where(dev_c & (misses > 0), arch.dram.latency_ns * 1e-9, lat)
+    if arch.sm.l1_cache_kib is not None and mem.size:
+        # L1: a hit of a CTA whose distinct accesses fit the L1 is served there (reads)
+        # the L1 holds whole lines: a CTA's footprint is the lines of its distinct records
+        lb = arch.l2.line_bytes
+        line_bytes_rec = sector_counts(starts, nb, st, cnt, lb) * lb
+        l1_fit = _cta_fits(mem, dev_c, kidx, line_bytes_rec, arch.sm.l1_cache_kib * 1024)
+        l1 = dev_c & (hits == req) & (req > 0) & (rw == 0) & l1_fit
+        lat = np.where(l1, arch.sm.l1_latency_cycles / f, lat)
+    else:
+        l1 = np.zeros(mem.size, dtype=np.bool_)
     lat = np.where(host & ~rec_copy, arch.host_link.zero_copy_latency_ns * 1e-9, lat)
     dep_pos = np.searchsorted(mem["seq"], mem["dep"])
     dep_ok = (mem["dep"] >= 0) & (dep_pos < mem.size)
     dep_ok[dep_ok] &= mem["seq"][dep_pos[dep_ok]] == mem["dep"][dep_ok]
     dep_pos = np.where(dep_ok, dep_pos, -1).astype(np.int64)
     chains = _chains(dep_pos, lat, kidx, n_k) if mem.size else np.zeros(n_k)
+    k_l1 = per_k(np.where(l1, req, 0))
     # compute
     ops = trace.table("op")
     tensor_codes = [ops.index(o) for o in TENSOR_OPS if o in ops]
@@ -464,6 +507,7 @@ def kernel_traffic(
                 fp32_flop=float(k_fp[i]),
                 tile_bytes=float(k_rd_b[i] / k_rd_n[i]) if k_rd_n[i] else 0.0,
                 chain_seconds=float(chains[i]),
+                l1_hits=int(k_l1[i]),
                 by_tensor=FrozenMap(by_t[i]),
             )
         )

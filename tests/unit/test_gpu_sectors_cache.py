@@ -57,6 +57,7 @@ def test_replay_equals_reference(trial: int) -> None:
         dram_channels=int(rng.integers(1, 6)),
         dram_interleave_bytes=(64, 256)[trial % 2],
         dram_row_bytes=(0, 512, 2048)[trial % 3],
+        dram_channel_hash=("rotate", "modulo")[trial // 4],
     )
     n = 300
     starts = rng.integers(0, 16384, n)
@@ -108,6 +109,13 @@ def test_dram_runs_follow_channel_interleave() -> None:
     g = CacheGeometry(sets=1024, ways=16, dram_channels=8, dram_interleave_bytes=256)
     out = replay(g, CacheState.empty(g), [0], [1 << 20], [1 << 20], [1], [0])
     assert out.run_starts.sum() == 8
+    # rotated channel groups: still one run per channel for a contiguous stream, and a
+    # 256-B row every 2 KiB now reaches every channel, not one in eight
+    gr = CacheGeometry(sets=1024, ways=16, dram_channels=8, dram_channel_hash="rotate")
+    out = replay(gr, CacheState.empty(gr), [0], [1 << 20], [1 << 20], [1], [0])
+    assert out.run_starts.sum() == 8 and np.all(out.channel_sectors == (1 << 20) // 32 // 8)
+    out = replay(gr, CacheState.empty(gr), [0], [256], [2048], [4096], [0])
+    assert np.count_nonzero(out.channel_sectors) == 8
     g4 = CacheGeometry(sets=1024, ways=16, dram_channels=4, dram_interleave_bytes=256)
     out = replay(g4, CacheState.empty(g4), [0], [256], [2048], [64], [0])
     # rows at chunk 8k go to channel 0, local chunks 2k: never adjacent -> one run per row

@@ -62,6 +62,15 @@ def test_pointer_chase_latencies() -> None:
     per = _kernel_s(l2, 1) / steps * H200.sm.freq_mhz * 1e6
     # two partitions: about half the lines are homed near (265 cycles), half far (475)
     assert per == pytest.approx((265 + 475) / 2, rel=0.05)
+    # below the L1 knee (~150 KB on A100, [S12]) laps after the first hit in L1 (36 cycles)
+    laps = 32
+    for ws, level in ((128 << 10, 36), (256 << 10, (211 + 424) / 2)):
+        lines = ws // 128
+        r = coaccel.simulate(A100, mb.pointer_chase(ws, steps=laps * lines), mode="cycle")
+        per = _kernel_s(r, 1) / (laps * lines) * A100.sm.freq_mhz * 1e6
+        first_lap = (211 + 424) / 2  # the measured kernel's first lap comes from L2
+        want = (first_lap + (laps - 1) * level) / laps
+        assert per == pytest.approx(want, rel=0.05), ws
 
 
 def test_host_copies() -> None:
