@@ -6,6 +6,9 @@
 * its trace: :func:`split_k_trace`, :func:`tile_activity`;
 * FlashDecoding (W1): :func:`flash_decode` (values + trace), :func:`flash_decode_trace`
   (trace only);
+* NOSA / NOSI bounded KV offload (W3): :func:`nosa_decode` (a seeded decode run: selection,
+  slot map, misses, host fetches, write-back, attention and its error against dense, trace),
+  :class:`NosaConfig`, :class:`NosaModel`, :class:`NosaResult` (:mod:`.nosa`);
 * bf16 storage: :func:`f32_to_bf16_bits`, :func:`bf16_bits_to_f32`, :func:`round_bf16`;
 * :mod:`coaccel.models.gpu.microbench`: the microbenchmark traces (streaming reads, pointer
   chases, host copies, zero-copy reads, decode-attention traffic) the simulator is validated
@@ -14,15 +17,17 @@
 See ``docs/gpu_decode.md``.
 """
 
-from . import _bf16, _splitk, _trace, flashdecode
+from . import _bf16, _splitk, _trace, flashdecode, nosa
 from ._bf16 import *  # noqa: F403  (curated by each module's __all__)
 from ._splitk import *  # noqa: F403
 from ._trace import *  # noqa: F403
 from .flashdecode import *  # noqa: F403
+from .nosa import *  # noqa: F403
 
 __all__ = [
     *_bf16.__all__,
     *_splitk.__all__,
     *_trace.__all__,
     *flashdecode.__all__,
+    *nosa.__all__,
 ]

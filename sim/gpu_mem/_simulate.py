@@ -97,7 +97,20 @@ def simulate_kernels(
             zero_copy_bytes=sum(kt.host_bytes for kt in kernels if kt.kind == "compute"),
         ),
         kernels=tuple(res),
+        workload_metrics=_workload_metrics(workload),
     )
+
+
+def _workload_metrics(workload: GpuWorkload) -> tuple[tuple[str, float, str], ...]:
+    """``metrics`` of the trace's workload metadata: name -> [value, unit]."""
+    raw = workload.trace.meta.get("workload", {}).get("metrics", {})
+    if not isinstance(raw, dict):
+        return ()
+    out = []
+    for k, v in sorted(raw.items()):
+        if isinstance(v, (list, tuple)) and len(v) == 2 and isinstance(v[0], (int, float)):
+            out.append((str(k), float(v[0]), str(v[1])))
+    return tuple(out)
 
 
 def simulate(arch: GpuArchConfig, workload: Any, *, mode: str = "analytical") -> GpuSimResult:

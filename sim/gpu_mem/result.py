@@ -81,15 +81,20 @@ class GpuSimResult(SimResult):
         l2: :class:`L2Stats`.
         link: :class:`LinkStats`.
         kernels: one :class:`KernelResult` per kernel or copy, in issue order.
+        workload_metrics: figures the workload's reference reported in its trace
+            (``metrics`` of the trace's workload metadata, e.g. FFD's ``keep_ratio`` and
+            ``attn_out_rel_err``): (name, value, unit).
     """
 
     l2: L2Stats
     link: LinkStats
     kernels: tuple[KernelResult, ...]
+    workload_metrics: tuple[tuple[str, float, str], ...] = ()
 
     def metrics(self) -> dict[str, Metric]:
         """The base metrics plus ``l2.*`` (sector, 1, B), ``dram.*`` (B, B/s), ``link.*`` (B)
-        and ``kernel.<i>.<name>.seconds`` / ``.standalone_s`` (s), ``.dram_bytes`` (B)."""
+        and ``kernel.<i>.<name>.seconds`` / ``.standalone_s`` (s), ``.dram_bytes`` (B), and
+        ``workload.<name>`` for each of :attr:`workload_metrics`."""
         out = super().metrics()
         l2 = self.l2
         sb = l2.sector_bytes
@@ -112,4 +117,6 @@ class GpuSimResult(SimResult):
             out[f"{p}.seconds"] = (k.end_s - k.start_s, "s")
             out[f"{p}.standalone_s"] = (k.standalone_s, "s")
             out[f"{p}.dram_bytes"] = (k.dram_bytes, "B")
+        for name, value, unit in self.workload_metrics:
+            out[f"workload.{name}"] = (value, unit)
         return out
