@@ -66,7 +66,10 @@ def _register_offload_workloads() -> None:
     its last step): keys ``context`` (``T``), ``batch`` (``B``), ``slots`` (GPU blocks per
     sequence and KV head), ``selector`` (``nosa`` or ``topk``), ``link`` (the fetch path:
     ``zero_copy`` or ``dma``), ``steps``, ``seed`` and ``sms``. ``specter`` is
-    :func:`coaccel.models.gpu.specter.specter_decode`, keys in its docstring.
+    :func:`coaccel.models.gpu.specter.specter_decode` (``mode=specter``) or
+    :func:`~coaccel.models.gpu.specter.specter_baseline` (``mode=baseline``): keys ``tokens``,
+    ``K`` (draft depth), ``slots``, ``recall``, ``accept``, ``persistence``, ``zipf``, ``seed``
+    (:class:`~coaccel.models.gpu.specter.SpecterModel` documents each).
     """
     try:
         from coaccel.models.gpu import nosa as nosa_mod
@@ -86,6 +89,25 @@ def _register_offload_workloads() -> None:
     )
     nosa_parsers.update(selector=_choice("nosa", "topk"), link=_choice("zero_copy", "dma"))
     register_generator("nosa", nosa, nosa_parsers)
+
+    from coaccel.models.gpu import specter as sp
+
+    def specter(
+        tokens: int = 16, K: int = 16, slots: int = 16, recall: float = 0.75,
+        accept: float = 0.9, persistence: float = 0.7, zipf: float = 1.0, mode: str = "specter",
+        seed: int = 0,
+    ) -> Trace:  # fmt: skip
+        model = sp.SpecterModel(draft_depth=K, slots=slots, recall=recall, accept=accept,
+                                persistence=persistence, zipf=zipf)  # fmt: skip
+        run = sp.specter_decode if mode == "specter" else sp.specter_baseline
+        return run(model=model, tokens=tokens, seed=seed).trace
+
+    sp_parsers: dict[str, Callable[[str], Any]] = dict.fromkeys(
+        ("tokens", "K", "slots", "seed"), int
+    )
+    sp_parsers.update(dict.fromkeys(("recall", "accept", "persistence", "zipf"), float))
+    sp_parsers.update(mode=_choice("specter", "baseline"))
+    register_generator("specter", specter, sp_parsers)
 
 
 def _choice(*valid: str) -> Callable[[str], str]:
