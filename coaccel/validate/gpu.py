@@ -274,6 +274,7 @@ def validate_gpu(
     contexts: Sequence[int] = (1024, 4096, 16384, 65536, 131072),
     tiers: bool = True,
     points: int = 24,
+    offload: bool = True,
 ) -> GpuValidation:
     """Run every anchor, series and tier comparison.
 
@@ -284,6 +285,8 @@ def validate_gpu(
         contexts: contexts of the W1 series, tokens.
         tiers: also run the cycle tier on W1 and a streaming read and report the difference.
         points: simulated points of each measured curve, evenly spread (0: all).
+        offload: also compare W3 NOSA and W4 Specter with their papers' headline ratios
+            (:mod:`coaccel.validate.gpu_offload`).
 
     Returns:
         :class:`GpuValidation`.
@@ -460,6 +463,13 @@ def validate_gpu(
                           float(sim(arch, spec, "analytical").seconds),
                           float(sim(arch, spec, "cycle").seconds))
             )  # fmt: skip
+    if offload:
+        from .gpu_offload import offload_anchors
+
+        off_mode = "analytical" if mode == "auto" else mode
+        off_anchors, off_notes = offload_anchors(sim, mode=off_mode)
+        anchors.extend(off_anchors)
+        notes.extend(off_notes)
     return GpuValidation(
         anchors=tuple(anchors), series=tuple(series), tiers=tuple(tier_rows),
         notes=tuple(notes), mode=mode,
