@@ -468,7 +468,7 @@ def validate_gpu(
 
         off_mode = "analytical" if mode == "auto" else mode
         off_anchors, off_notes = offload_anchors(sim, mode=off_mode)
-        anchors.extend(off_anchors)
+        anchors.extend(Anchor(**vars(a)) for a in off_anchors)
         notes.extend(off_notes)
     return GpuValidation(
         anchors=tuple(anchors), series=tuple(series), tiers=tuple(tier_rows),

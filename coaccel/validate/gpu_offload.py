@@ -1,8 +1,9 @@
 """KV and expert offload on the GPU simulator against the papers' headline ratios (W3, W4).
 
-:func:`offload_anchors` returns :class:`~coaccel.validate.gpu.Anchor` rows and notes that
-``coaccel validate gpu`` adds to its table. Every ratio here is **predicted**: no figure of these
-papers set a config value. Setups and assumptions:
+:func:`offload_anchors` returns :class:`OffloadRow` rows (the fields of
+:class:`coaccel.validate.gpu.Anchor`, which ``coaccel validate gpu`` turns them into) and
+notes. Every ratio here is **predicted**: no figure of these papers set a config value.
+Setups and assumptions:
 
 * W3 NOSA ([NOSA]: decoding throughput up to 5.04x FullAttn, 1.92x InfLLMv2, on 1B/3B/8B models;
   the efficiency script of [NOSA-CODE] runs an A100, batch 16, 16K-token PG19 inputs). Ours: one
@@ -26,11 +27,35 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from .gpu import Anchor
+__all__ = ["W3_BATCH", "W3_CONTEXT", "W4_TOKENS", "OffloadRow", "offload_anchors"]
 
-__all__ = ["W3_BATCH", "W3_CONTEXT", "W4_TOKENS", "offload_anchors"]
+
+@dataclass(frozen=True)
+class OffloadRow:
+    """One compared figure (the fields of :class:`coaccel.validate.gpu.Anchor`).
+
+    Attributes:
+        group: ``w3``, ``w3_error`` or ``w4``. name: what is compared.
+        measured: the published figure (NaN where none). ours: our simulated value.
+        ours_low: lower end of our band (NaN: none). ours_high: upper end (NaN: none).
+        unit: unit of the four. source: reference key of the published figure.
+        fit: ``predicted`` (no figure here set a config value). note: setup of our value.
+    """
+
+    group: str
+    name: str
+    measured: float
+    ours: float
+    ours_low: float
+    ours_high: float
+    unit: str
+    source: str
+    fit: Literal["fitted", "predicted"]
+    note: str = ""
+
 
 W3_CONTEXT = 16384
 """Context of the W3 comparison, tokens (the NOSA efficiency script's 16K inputs)."""
@@ -44,7 +69,7 @@ Simulate = Callable[[Any, Any, str], Any]
 
 def offload_anchors(
     simulate: Simulate, *, mode: str = "analytical", quick: bool = False
-) -> tuple[list[Anchor], list[str]]:
+) -> tuple[list[OffloadRow], list[str]]:
     """The W3 and W4 rows of ``coaccel validate gpu``.
 
     Args:
@@ -62,7 +87,7 @@ def offload_anchors(
     from ..sim.gpu_mem import load_arch
 
     a100 = load_arch("a100_80g")
-    anchors: list[Anchor] = []
+    anchors: list[OffloadRow] = []
     notes: list[str] = []
     nan = math.nan
     steps = 12 if quick else 32
@@ -76,12 +101,12 @@ def offload_anchors(
     (rn, tn), (rk, tk) = runs["nosa"], runs["topk"]
     setup = f"a100_80g, one layer, B={b3}, T={t3}, {steps} decode steps, zero-copy fetches"
     anchors.append(
-        Anchor("w3", "NOSA attention step vs FullAttn (W1, KV in HBM), speedup", 5.04, w1 / tn,
+        OffloadRow("w3", "NOSA attention step vs FullAttn (W1, KV in HBM), speedup", 5.04, w1 / tn,
                nan, nan, "x", "[NOSA] abstract: decoding throughput up to 5.04x vs FullAttn",
                "predicted", f"{setup}; the paper's figure is end-to-end throughput")
     )  # fmt: skip
     anchors.append(
-        Anchor("w3", "NOSA vs unconstrained top-k (InfLLMv2-like) offload, speedup", 1.92,
+        OffloadRow("w3", "NOSA vs unconstrained top-k (InfLLMv2-like) offload, speedup", 1.92,
                tk / tn, nan, nan, "x", "[NOSA] abstract: 1.92x vs InfLLMv2", "predicted",
                f"{setup}; misses/step per (b, head): NOSA {rn.misses_per_step:.2f}, top-k "
                f"{rk.misses_per_step:.2f}")
@@ -94,7 +119,7 @@ def offload_anchors(
     for slots in (64, 128, 256):
         e = nosa_decode(DecodeShape(1, t3), config=NosaConfig(slots=slots), steps=steps // 2 + 1)
         anchors.append(
-            Anchor("w3_error", f"NOSA attention-output error vs dense, keep {e.keep_ratio:.3f}",
+            OffloadRow("w3_error", f"NOSA attention-output error vs dense, keep {e.keep_ratio:.3f}",
                    nan, e.rel_err, nan, nan, "1", "no published figure (NOSA reports task "
                    "accuracy)", "predicted",
                    f"||out - dense|| / ||dense||, B=1, T={t3}, {slots} slots of 64 tokens")
@@ -107,7 +132,7 @@ def offload_anchors(
         ts = float(simulate(a100, sp.trace, mode).seconds) / sp.tokens
         tb = float(simulate(a100, bl.trace, mode).seconds) / bl.tokens
         anchors.append(
-            Anchor("w4", f"Specter TPOT speedup, DeepSeek-V2-Lite, {slots} resident ({case})",
+            OffloadRow("w4", f"Specter TPOT speedup, DeepSeek-V2-Lite, {slots} resident ({case})",
                    1.50, tb / ts, nan, nan, "x",
                    "[S6] README: 1.50x average TPOT speedup (over the artifact's cases)",
                    "predicted",
