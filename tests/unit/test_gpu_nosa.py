@@ -132,3 +132,23 @@ def test_bad_config():
         NosaConfig(selector="lru")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="steps"):
         nosa_decode(DecodeShape(1, 128, 8, 2, 128), steps=0)
+
+
+def test_offload_sweep_spec_and_link_effect():
+    from coaccel.arch_configs import path as shipped
+    from coaccel.config import override
+    from coaccel.dse import load_spec
+
+    loaded = load_spec(shipped("sweeps/gpu_offload_keep_context_link.yaml"))
+    spec = loaded.spec
+    assert loaded.kind == "gpu"
+    assert all(w.startswith("nosa:") for w in spec.workloads)
+    slots = {w.split("slots=")[1].split(",")[0] for w in spec.workloads}
+    assert slots == {"64", "128", "256"}
+    assert {o.metric for o in spec.objectives} == {"seconds", "workload.attn_out_rel_err"}
+    # the fetches cross the host link: a PCIe-class link makes the same step slower than C2C
+    r = nosa_decode(DecodeShape(1, 16384, 8, 2, 128), steps=24, seed=2)
+    assert r.misses[-1].sum() > 0
+    c2c = load_arch("gh200")
+    pcie = override(c2c, {"host_link.h2d_bw_gb_per_s": 64, "host_link.d2h_bw_gb_per_s": 64})
+    assert simulate(pcie, r.trace).seconds > simulate(c2c, r.trace).seconds
