@@ -134,6 +134,7 @@ def test_bad_config():
         nosa_decode(DecodeShape(1, 128, 8, 2, 128), steps=0)
 
 
+@pytest.mark.slow  # load_spec runs every workload's reference (about 20 s)
 def test_offload_sweep_spec_and_link_effect():
     from coaccel.arch_configs import path as shipped
     from coaccel.config import override
