@@ -25,6 +25,13 @@ What it measures (best of ``--repeat`` runs, one core; numba compiled before tim
   trace) plus its cycle-mode simulation; target < 5 s. Building the inputs and the key cache
   (prefill-time work, not part of a decode step) is timed apart; with the scaling against
   context (8K .. 128K).
+* **W3 NOSA, one decode step of one layer at 128K** (batch 1): the reference's seeded decode
+  run (:data:`W3_STEPS` steps for the selection dynamics, the attention and its dense error)
+  plus the cycle-mode simulation of its last step, target < 5 s, with the scaling against
+  context;
+* **W4 Specter**: the reference (routing generator, planner, slot cache) for
+  :data:`W4_TOKENS` output tokens of DeepSeek-V2-Lite plus the analytical simulation of its
+  trace, and the same for the baseline without lookahead.
 """
 
 from __future__ import annotations
@@ -38,7 +45,10 @@ import time
 import numpy as np
 
 from coaccel.models.gpu import DecodeShape, ffd_decode, make_peaked_inputs, quantize_keys
+from coaccel.models.gpu import DecodeShape
 from coaccel.models.gpu.microbench import splitk_decode_traffic
+from coaccel.models.gpu.nosa import nosa_decode
+from coaccel.models.gpu.specter import specter_baseline, specter_decode
 from coaccel.sim.common.cache import CacheState, replay
 from coaccel.sim.gpu_mem import kernel_traffic, load_arch, simulate
 from coaccel.sim.gpu_mem.analytical import step_seconds
@@ -48,6 +58,9 @@ TARGET_REPLAY_PER_S = 5e6
 TARGET_W1_S = 5.0
 TARGET_EVALS_PER_S = 1e4
 TARGET_W2_S = 5.0
+TARGET_W3_S = 5.0
+W3_STEPS = 8
+W4_TOKENS = 16
 
 
 def _best(fn, repeat: int) -> float:
@@ -143,6 +156,63 @@ def bench_analytical(repeat: int, n: int = 5000) -> dict:
     return {"decode_step_evaluations_per_s": out}
 
 
+def bench_w3(tokens: int, repeat: int) -> dict:
+    """W3 NOSA: reference decode run plus the cycle-mode simulation of its last step."""
+    arch = load_arch("h200")
+    shape = DecodeShape(1, tokens)
+    simulate(arch, nosa_decode(DecodeShape(1, 4096), steps=2).trace, mode="cycle")  # compile
+    res = {}
+
+    def ref() -> None:
+        res["r"] = nosa_decode(shape, steps=W3_STEPS)
+
+    ref_s = _best(ref, repeat)
+    no_err_s = _best(lambda: nosa_decode(shape, steps=W3_STEPS, error=False), repeat)
+
+    def sim() -> None:
+        res["s"] = simulate(arch, res["r"].trace, mode="cycle")
+
+    sim_s = _best(sim, repeat)
+    r, sr = res["r"], res["s"]
+    return {
+        "context": tokens,
+        "reference_s": ref_s,
+        "reference_without_error_s": no_err_s,
+        "simulate_cycle_s": sim_s,
+        "total_s": ref_s + sim_s,
+        "misses_per_step": r.misses_per_step,
+        "attn_out_rel_err": r.rel_err,
+        "simulated_step_us": sr.seconds * 1e6,
+    }
+
+
+def bench_w4(repeat: int) -> dict:
+    """W4 Specter and its baseline: reference plus analytical simulation."""
+    arch = load_arch("a100_80g")
+    out = {}
+    for name, run in (("specter", specter_decode), ("baseline", specter_baseline)):
+        res = {}
+
+        def ref(run=run, res=res) -> None:
+            res["r"] = run(tokens=W4_TOKENS)
+
+        ref_s = _best(ref, repeat)
+
+        def sim(res=res) -> None:
+            res["s"] = simulate(arch, res["r"].trace, mode="analytical")
+
+        sim_s = _best(sim, repeat)
+        r, sr = res["r"], res["s"]
+        out[name] = {
+            "tokens": r.tokens,
+            "reference_s": ref_s,
+            "simulate_analytical_s": sim_s,
+            "kernels": len(sr.kernels),
+            "tpot_ms": sr.seconds / r.tokens * 1e3,
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--json", action="store_true", help="print JSON")
@@ -157,11 +227,14 @@ def main(argv: list[str] | None = None) -> int:
         "analytical": bench_analytical(a.repeat),
         "scaling": [bench_w1(t, 1) for t in (8192, 32768, big)],
         "w2_scaling": [bench_w2(t, 1 if t < big else a.repeat) for t in (8192, 32768, big)],
+        "w3": [bench_w3(t, 1) for t in (8192, 32768, big)],
+        "w4": bench_w4(1),
         "targets": {
             "replay_sector_requests_per_s": TARGET_REPLAY_PER_S,
             "w1_128k_total_s": TARGET_W1_S,
             "analytical_evaluations_per_s": TARGET_EVALS_PER_S,
             "w2_128k_total_s": TARGET_W2_S,
+            "w3_128k_total_s": TARGET_W3_S,
         },
     }
     if a.json:
@@ -187,6 +260,18 @@ def main(argv: list[str] | None = None) -> int:
               f"{s['simulate_cycle_s']:.2f} s = {s['total_s']:.2f} s (keep "
               f"{s['keep_ratio']:.3f}, simulated {s['simulated_step_us']:.1f} us; setup "
               f"{s['setup_inputs_and_cache_s']:.1f} s)")  # fmt: skip
+    print(f"W3 NOSA, one layer, batch 1 ({W3_STEPS}-step decode run + cycle simulation of the "
+          "last step; target < 5 s at 128K):")  # fmt: skip
+    for s in out["w3"]:
+        print(f"  {s['context']:>7} tokens: reference {s['reference_s']:.2f} s + simulation "
+              f"{s['simulate_cycle_s']:.2f} s = {s['total_s']:.2f} s (reference without the "
+              f"dense error {s['reference_without_error_s']:.2f} s); simulated step "
+              f"{s['simulated_step_us']:.1f} us, {s['misses_per_step']:.2f} misses/step, "
+              f"error {s['attn_out_rel_err']:.3g}")  # fmt: skip
+    for k, v in out["w4"].items():
+        print(f"W4 {k}, {v['tokens']} tokens: reference {v['reference_s']:.2f} s + analytical "
+              f"simulation {v['simulate_analytical_s']:.2f} s ({v['kernels']} kernels); "
+              f"TPOT {v['tpot_ms']:.1f} ms")  # fmt: skip
     return 0
 
 

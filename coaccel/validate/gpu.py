@@ -316,6 +316,7 @@ def validate_gpu(
     ffd: bool = True,
     ffd_context: int = 262144,
     ffd_error_context: int = 16384,
+    offload: bool = True,
 ) -> GpuValidation:
     """Run every anchor, series and tier comparison.
 
@@ -329,6 +330,8 @@ def validate_gpu(
         ffd: also run the W2 (FFD) rows (:mod:`coaccel.validate.gpu_ffd`).
         ffd_context: context of the W2 speed rows, tokens. ffd_error_context: context of
             the W2 accuracy rows, tokens.
+        offload: also compare W3 NOSA and W4 Specter with their papers' headline ratios
+            (:mod:`coaccel.validate.gpu_offload`).
 
     Returns:
         :class:`GpuValidation`.
@@ -521,6 +524,13 @@ def validate_gpu(
                           float(sim(arch, spec, "analytical").seconds),
                           float(sim(arch, spec, "cycle").seconds))
             )  # fmt: skip
+    if offload:
+        from .gpu_offload import offload_anchors
+
+        off_mode = "analytical" if mode == "auto" else mode
+        off_anchors, off_notes = offload_anchors(sim, mode=off_mode)
+        anchors.extend(Anchor(**vars(a)) for a in off_anchors)
+        notes.extend(off_notes)
     return GpuValidation(
         anchors=tuple(anchors), series=tuple(series), tiers=tuple(tier_rows),
         notes=tuple(notes), mode=mode,

@@ -9,6 +9,12 @@
 * FFD (W2), 2-bit key scan plus top-delta sparse decode: :func:`ffd_decode` (values, keep
   decisions, error against dense, trace), :func:`ffd_trace` (trace only),
   :func:`quantize_keys` / :class:`FfdCache`, :func:`make_peaked_inputs`;
+* NOSA / NOSI bounded KV offload (W3): :func:`nosa_decode` (a seeded decode run: selection,
+  slot map, misses, host fetches, write-back, attention and its error against dense, trace),
+  :class:`NosaConfig`, :class:`NosaModel`, :class:`NosaResult` (:mod:`.nosa`);
+* Specter MoE expert offload (W4): :func:`specter_decode`, :func:`specter_baseline`,
+  :func:`routing_trace`, :class:`MoEShape`, :class:`SpecterModel`, :class:`SpecterResult`
+  (:mod:`.specter`);
 * bf16 storage: :func:`f32_to_bf16_bits`, :func:`bf16_bits_to_f32`, :func:`round_bf16`;
 * :mod:`coaccel.models.gpu.microbench`: the microbenchmark traces (streaming reads, pointer
   chases, host copies, zero-copy reads, decode-attention traffic) the simulator is validated
@@ -17,12 +23,14 @@
 See ``docs/gpu_decode.md``.
 """
 
-from . import _bf16, _splitk, _trace, ffd, flashdecode
+from . import _bf16, _splitk, _trace, ffd, flashdecode, nosa, specter
 from ._bf16 import *  # noqa: F403  (curated by each module's __all__)
 from ._splitk import *  # noqa: F403
 from ._trace import *  # noqa: F403
 from .ffd import *  # noqa: F403
 from .flashdecode import *  # noqa: F403
+from .nosa import *  # noqa: F403
+from .specter import *  # noqa: F403
 
 __all__ = [
     *_bf16.__all__,
@@ -30,4 +38,6 @@ __all__ = [
     *_trace.__all__,
     *flashdecode.__all__,
     *ffd.__all__,
+    *nosa.__all__,
+    *specter.__all__,
 ]

@@ -87,6 +87,66 @@ def _flag(text: str) -> int:
     return int(text)
 
 
+def _register_offload_workloads() -> None:
+    """Register the KV and expert offload references (W3 NOSA, W4 Specter) this install has.
+
+    ``nosa`` is :func:`coaccel.models.gpu.nosa.nosa_decode` (a seeded decode run; the trace is
+    its last step): keys ``context`` (``T``), ``batch`` (``B``), ``slots`` (GPU blocks per
+    sequence and KV head), ``selector`` (``nosa`` or ``topk``), ``link`` (the fetch path:
+    ``zero_copy`` or ``dma``), ``steps``, ``seed`` and ``sms``. ``specter`` is
+    :func:`coaccel.models.gpu.specter.specter_decode` (``mode=specter``) or
+    :func:`~coaccel.models.gpu.specter.specter_baseline` (``mode=baseline``): keys ``tokens``,
+    ``K`` (draft depth), ``slots``, ``recall``, ``accept``, ``persistence``, ``zipf``, ``seed``
+    (:class:`~coaccel.models.gpu.specter.SpecterModel` documents each).
+    """
+    try:
+        from coaccel.models.gpu import nosa as nosa_mod
+    except ImportError:  # an install without the offload references
+        return
+
+    def nosa(
+        context: int, batch: int = 1, slots: int = 64, selector: str = "nosa",
+        link: str = "zero_copy", steps: int = 32, seed: int = 0, sms: int = 132,
+    ) -> Trace:  # fmt: skip
+        shape = nosa_mod.DecodeShape(batch, context)
+        cfg = nosa_mod.NosaConfig(slots=slots, selector=selector, fetch=link)  # type: ignore[arg-type]
+        return nosa_mod.nosa_decode(shape, config=cfg, steps=steps, seed=seed, n_sms=sms).trace
+
+    nosa_parsers: dict[str, Callable[[str], Any]] = dict.fromkeys(
+        ("context", "batch", "slots", "steps", "seed", "sms"), int
+    )
+    nosa_parsers.update(selector=_choice("nosa", "topk"), link=_choice("zero_copy", "dma"))
+    register_generator("nosa", nosa, nosa_parsers)
+
+    from coaccel.models.gpu import specter as sp
+
+    def specter(
+        tokens: int = 16, K: int = 16, slots: int = 16, recall: float = 0.75,
+        accept: float = 0.9, persistence: float = 0.7, zipf: float = 1.0, mode: str = "specter",
+        seed: int = 0,
+    ) -> Trace:  # fmt: skip
+        model = sp.SpecterModel(draft_depth=K, slots=slots, recall=recall, accept=accept,
+                                persistence=persistence, zipf=zipf)  # fmt: skip
+        run = sp.specter_decode if mode == "specter" else sp.specter_baseline
+        return run(model=model, tokens=tokens, seed=seed).trace
+
+    sp_parsers: dict[str, Callable[[str], Any]] = dict.fromkeys(
+        ("tokens", "K", "slots", "seed"), int
+    )
+    sp_parsers.update(dict.fromkeys(("recall", "accept", "persistence", "zipf"), float))
+    sp_parsers.update(mode=_choice("specter", "baseline"))
+    register_generator("specter", specter, sp_parsers)
+
+
+def _choice(*valid: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in valid:
+            raise ValueError(f"{text!r}; valid: {', '.join(valid)}")
+        return text
+
+    return parse
+
+
 def register_generator(
     name: str, generator: Callable[..., Trace], parsers: dict[str, Callable[[str], Any]]
 ) -> None:
@@ -180,3 +240,4 @@ def load_workload(workload: Any) -> GpuWorkload:
 
 
 _register_decode_workloads()
+_register_offload_workloads()

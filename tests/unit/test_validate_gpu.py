@@ -26,7 +26,9 @@ def test_series_statistics_closed_forms() -> None:
 
 @pytest.fixture(scope="module")
 def validation():  # noqa: ANN201
-    return validate_gpu(points=3, contexts=(16384, 65536, 131072), tiers=False, ffd=False)
+    return validate_gpu(
+        points=3, contexts=(16384, 65536, 131072), tiers=False, ffd=False, offload=False
+    )
 
 
 def test_fitted_dram_plateaus_reproduce_the_measured_figures(validation) -> None:  # noqa: ANN001

@@ -1,0 +1,105 @@
+"""W4 Specter: routing generator, planner and LRU slot cache, transfers overlapped with compute."""
+
+import numpy as np
+import pytest
+
+from coaccel.config import ConfigError
+from coaccel.models.gpu.specter import (
+    MoEShape,
+    SpecterModel,
+    routing_trace,
+    specter_baseline,
+    specter_decode,
+)
+from coaccel.sim.gpu_mem import load_arch, load_workload, simulate
+
+SMALL = MoEShape(moe_layers=4)
+
+
+def test_expert_sizes_of_deepseek_v2_lite():
+    s = MoEShape()
+    assert s.expert_bytes == 3 * 2048 * 1408 * 2 == 17_301_504  # the ~17.3 MB class
+    assert s.draft_expert_bytes == 3 * 2048 * 1408 // 2 + 3 * 2048 * 1408 // 128 * 2
+
+
+def test_routes_distinct_seeded_and_skewed():
+    m = SpecterModel(persistence=0.0, zipf=1.2)
+    r1, pop = routing_trace(SMALL, m, 400, np.random.default_rng(5))
+    r2, _ = routing_trace(SMALL, m, 400, np.random.default_rng(5))
+    assert np.array_equal(r1, r2)
+    assert all(len(set(row)) == SMALL.top_k for row in r1.reshape(-1, SMALL.top_k).tolist())
+    # the most popular expert of a layer is chosen far more often than the least popular
+    counts = np.bincount(r1[:, 0].ravel(), minlength=SMALL.experts)
+    assert counts[np.argmax(pop[0])] > 5 * max(1, counts[np.argmin(pop[0])])
+    still, _ = routing_trace(SMALL, SpecterModel(persistence=1.0), 20, np.random.default_rng(1))
+    assert np.all(still == still[0])
+
+
+def test_deterministic_and_link_bytes_are_the_copies():
+    m = SpecterModel(slots=8)
+    r = specter_decode(SMALL, m, tokens=12, seed=2)
+    again = specter_decode(SMALL, m, tokens=12, seed=2)
+    assert r.trace.equals(again.trace)
+    assert r.tokens >= 12
+    assert r.tokens == int(r.accepted.sum()) + r.accepted.size
+    res = simulate(load_arch("a100_80g"), r.trace)
+    assert res.link.h2d_bytes == r.h2d_bytes == (r.prefetched + r.demand_misses) * 17_301_504
+    assert r.prefetch_used <= r.prefetched
+
+
+def test_prefetch_overlaps_the_draft():
+    r = specter_decode(SMALL, SpecterModel(slots=8), tokens=12, seed=2)
+    res = simulate(load_arch("a100_80g"), r.trace)
+    drafts = [k for k in res.kernels if k.name == "specter_draft_step"]
+    copies = [k for k in res.kernels if k.name == "memcpy_h2d_expert_prefetch"]
+    assert copies
+    overlap = sum(
+        max(0.0, min(c.end_s, d.end_s) - max(c.start_s, d.start_s)) for c in copies for d in drafts
+    )
+    assert overlap > 0
+
+
+def test_recall_drives_prefetch_precision():
+    lo = specter_decode(SMALL, SpecterModel(slots=8, recall=0.25), tokens=24, seed=3)
+    hi = specter_decode(SMALL, SpecterModel(slots=8, recall=1.0), tokens=24, seed=3)
+    assert hi.prefetch_used / hi.prefetched > lo.prefetch_used / lo.prefetched
+
+
+def test_everything_resident_moves_nothing():
+    m = SpecterModel(slots=SMALL.experts)
+    for run in (specter_decode, specter_baseline):
+        r = run(SMALL, m, tokens=6, seed=0)
+        assert r.demand_misses == 0 and r.prefetched == 0
+
+
+def test_baseline_misses_by_brute_force_lru():
+    m = SpecterModel(slots=8, persistence=0.5)
+    r = specter_baseline(SMALL, m, tokens=10, seed=4)
+    routes, pop = routing_trace(SMALL, m, 10, np.random.default_rng(4))
+    misses = 0
+    for layer in range(SMALL.moe_layers):
+        warm = list(np.argsort(-pop[layer], kind="stable")[:8])
+        lru = warm[::-1]  # least recent first: the least popular of the warm set
+        for t in range(10):
+            need = sorted(routes[t, layer].tolist())
+            for e in need:
+                if e in lru:
+                    lru.remove(e)
+                    lru.append(e)
+            for e in need:
+                if e not in lru:
+                    misses += 1
+                    if len(lru) >= 8:
+                        lru.pop(0)
+                    lru.append(e)
+    assert r.demand_misses == misses
+
+
+def test_workload_spec():
+    w = load_workload("specter:tokens=4,K=4,slots=8,recall=0.5,seed=1")
+    assert w.trace.meta["workload"]["mode"] == "specter"
+    b = load_workload("specter:tokens=4,slots=8,mode=baseline")
+    assert b.trace.meta["workload"]["metrics"]["prefetched_experts"][0] == 0
+    for bad in ("specter:mode=oracle", "specter:recall=2", "specter:slots=100"):
+        with pytest.raises(ConfigError):
+            load_workload(bad)
