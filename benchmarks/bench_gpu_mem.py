@@ -45,7 +45,6 @@ import time
 import numpy as np
 
 from coaccel.models.gpu import DecodeShape, ffd_decode, make_peaked_inputs, quantize_keys
-from coaccel.models.gpu import DecodeShape
 from coaccel.models.gpu.microbench import splitk_decode_traffic
 from coaccel.models.gpu.nosa import nosa_decode
 from coaccel.models.gpu.specter import specter_baseline, specter_decode
