@@ -139,6 +139,11 @@ def register(subparsers: Any) -> None:
         help="skip the W2 FFD rows (speedup over W1 against keep ratio at 256K, output error)",
     )
     g.add_argument(
+        "--no-offload",
+        action="store_true",
+        help="skip the W3 NOSA and W4 Specter rows (offload speedups, W3 output error)",
+    )
+    g.add_argument(
         "--points",
         type=int_in(0),
         default=24,
@@ -248,7 +253,11 @@ def run_gpu(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     prepare_out_dir(args.out)
     v = validate_gpu(
-        mode=args.mode, tiers=not args.no_tiers, points=args.points, ffd=not args.no_ffd
+        mode=args.mode,
+        tiers=not args.no_tiers,
+        points=args.points,
+        ffd=not args.no_ffd,
+        offload=not args.no_offload,
     )
     paths = write_gpu_validation_report(v, args.out)
     write_manifest(args.out, paths, command="coaccel validate gpu", settings=vars_of(args))
