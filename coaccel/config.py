@@ -912,6 +912,49 @@ def _override_fast(obj: Any, changes: Mapping[str, Any], source: str) -> Any:
 # Public functions
 
 
+@functools.cache
+def field_paths(schema: type) -> frozenset[str]:
+    """Every dotted key of a schema: its fields and, through nested dataclasses, theirs.
+
+    Args:
+        schema: a frozen-dataclass schema (``HbqArchConfig``, ...).
+
+    Returns:
+        ``{"pe_array", "pe_array.n_pes", ...}``; a field typed ``T | None`` with a dataclass
+        ``T`` contributes ``T``'s keys too.
+    """
+    out: set[str] = set()
+    hints = typing.get_type_hints(schema)
+    for f in dataclasses.fields(schema):
+        out.add(f.name)
+        t = hints[f.name]
+        for a in typing.get_args(t) or (t,):
+            if dataclasses.is_dataclass(a) and isinstance(a, type):
+                out |= {f"{f.name}.{k}" for k in field_paths(a)}
+    return frozenset(out)
+
+
+def source_key_problems(obj: Any, sources: Mapping[str, Any]) -> list[Problem]:
+    """Problems of a ``sources:`` block whose keys must name fields of the config.
+
+    Shipped architectures cite a source per value under ``sources: {dotted.key: "[REF] ..."}``;
+    a key that names no field (a typo, a renamed key) would cite nothing.
+
+    Args:
+        obj: the config (an instance of its schema).
+        sources: its ``sources`` mapping.
+
+    Returns:
+        One :class:`Problem` per key that is not a field path of the config's schema.
+    """
+    valid = field_paths(type(obj))
+    return [
+        Problem("", f"sources.{key}", key, f"{key!r} is not a field of {type(obj).__name__}")
+        for key in sources
+        if key not in valid
+    ]
+
+
 def load_config(path: str | Path, schema: type[T]) -> T:
     """Load and validate a YAML config file into a frozen dataclass.
 

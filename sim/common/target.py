@@ -10,12 +10,12 @@ to their code: it ships ``arch_configs/<kind>/*.yaml`` files whose ``kind:`` is 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SimTarget"]
+__all__ = ["SimTarget", "arch_file"]
 
 
 @dataclass(frozen=True)
@@ -51,3 +51,24 @@ class SimTarget:
     simulate: Callable[..., Any]
     priced_components: Callable[[Any, Any], Any] | None = None
     options: tuple[tuple[str, str], ...] = ()
+
+
+def arch_file(kind: str, names: Collection[str], name: str | Path) -> Path:
+    """The file of an architecture: a shipped name of its kind, or a path.
+
+    Args:
+        kind: the target's ``kind:`` (shipped files live in ``arch_configs/<kind>/``).
+        names: the shipped architecture names of that kind (file stems).
+        name: a shipped name (with or without ``.yaml``) or a file path; an existing file of
+            that name wins over a shipped one.
+
+    Returns:
+        The path (it may not exist if a path was given).
+    """
+    from coaccel.arch_configs import path as shipped
+
+    text = str(name)
+    stem = text[:-5] if text.endswith(".yaml") else text
+    if stem in names and not Path(text).exists():
+        return shipped(f"{kind}/{stem}.yaml")
+    return Path(text)

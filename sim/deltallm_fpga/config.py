@@ -14,13 +14,14 @@ naming the resource (:mod:`.resources`). See ``docs/deltallm_fpga.md``.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from coaccel.config import DramConfig, FrozenMap, Problem, load_config, param
+from coaccel.config import DramConfig, FrozenMap, Problem, load_config, param, source_key_problems
+
+from ..common.target import arch_file
 
 __all__ = [
     "ARCH_NAMES",
@@ -366,42 +367,12 @@ class DeltaFpgaConfig:
                     "(the key-window buffer is sized for it)",
                 )
             )
-        valid = _field_paths(type(self))
-        for key in self.sources:
-            if key not in valid:
-                out.append(
-                    Problem("", f"sources.{key}", key, f"{key!r} is not a field of this config")
-                )
+        out.extend(source_key_problems(self, self.sources))
         if not out:
             from .resources import fit_problems
 
             out.extend(fit_problems(self))
         return out
-
-
-def _field_paths(cls: type, prefix: str = "") -> set[str]:
-    out: set[str] = set()
-    for f in dataclasses.fields(cls):
-        path = f"{prefix}{f.name}"
-        out.add(path)
-        tp = _NESTED.get(f.name) if cls is DeltaFpgaConfig else None
-        if tp is not None:
-            out |= _field_paths(tp, path + ".")
-    return out
-
-
-_NESTED: dict[str, type] = {
-    "datapath": DatapathConfig,
-    "pipeline": PipelineConfig,
-    "buffers": BuffersConfig,
-    "algorithm": AlgorithmConfig,
-    "keys": KeySourceConfig,
-    "linear": LinearConfig,
-    "resource_model": ResourceModelConfig,
-    "limits": DeviceLimits,
-    "tellme": TellmeConfig,
-    "dram": DramConfig,
-}
 
 
 def arch_path(name: str | Path) -> Path:
@@ -413,13 +384,7 @@ def arch_path(name: str | Path) -> Path:
     Returns:
         The path (it may not exist if a path was given).
     """
-    from coaccel.arch_configs import path as shipped
-
-    text = str(name)
-    stem = text[:-5] if text.endswith(".yaml") else text
-    if stem in ARCH_NAMES and not Path(text).exists():
-        return shipped(f"{KIND}/{stem}.yaml")
-    return Path(text)
+    return arch_file(KIND, ARCH_NAMES, name)
 
 
 def load_arch(name: str | Path) -> DeltaFpgaConfig:

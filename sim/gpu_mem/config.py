@@ -12,16 +12,15 @@ package (GH200's LPDDR5X), the host DRAM. See ``docs/gpu_mem.md``.
 
 from __future__ import annotations
 
-import dataclasses
-import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from coaccel.config import DramConfig, FrozenMap, Problem, load_config, param
+from coaccel.config import DramConfig, FrozenMap, Problem, load_config, param, source_key_problems
 
 from ..common.hostlink import HostLinkConfig
+from ..common.target import arch_file
 
 __all__ = [
     "ARCH_NAMES",
@@ -212,31 +211,13 @@ class GpuArchConfig:
                     f"must be >= l2.near_latency_cycles={l2.near_latency_cycles}",
                 )
             )
-        valid = _field_paths(GpuArchConfig)
-        for key in self.sources:
-            if key not in valid:
-                msg = f"{key!r} is not a field of {type(self).__name__}"
-                out.append(Problem("", f"sources.{key}", key, msg))
+        out.extend(source_key_problems(self, self.sources))
         return out
 
     @property
     def freq_mhz(self) -> float:
         """The SM clock, MHz (the clock of a result's cycles)."""
         return self.sm.freq_mhz
-
-
-def _field_paths(cls: type, prefix: str = "") -> set[str]:
-    out: set[str] = set()
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        path = f"{prefix}{f.name}"
-        out.add(path)
-        t = hints[f.name]
-        args = typing.get_args(t) or (t,)
-        for a in args:
-            if dataclasses.is_dataclass(a) and isinstance(a, type):
-                out |= _field_paths(a, path + ".")
-    return out
 
 
 def arch_path(name: str | Path) -> Path:
@@ -248,13 +229,7 @@ def arch_path(name: str | Path) -> Path:
     Returns:
         The path (it may not exist if a path was given).
     """
-    from coaccel.arch_configs import path as shipped
-
-    text = str(name)
-    stem = text[:-5] if text.endswith(".yaml") else text
-    if stem in ARCH_NAMES and not Path(text).exists():
-        return shipped(f"{KIND}/{stem}.yaml")
-    return Path(text)
+    return arch_file(KIND, ARCH_NAMES, name)
 
 
 def load_arch(name: str | Path) -> GpuArchConfig:

@@ -15,7 +15,6 @@ attention tiles for a model's head size. See ``docs/hbq_sim.md``.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from collections.abc import Mapping
@@ -24,11 +23,20 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from coaccel.config import ConfigError, DramConfig, FrozenMap, Problem, load_config, param
+from coaccel.config import (
+    ConfigError,
+    DramConfig,
+    FrozenMap,
+    Problem,
+    load_config,
+    param,
+    source_key_problems,
+)
 from coaccel.models.formats import HBQ_PRESETS, format_names, resolve
 from coaccel.models.hbq import PLAIN_FORMAT_BITS, OperandStorage, psum_bits_per_element
 
 from ..common.buffer import OnChipBuffer
+from ..common.target import arch_file
 
 __all__ = [
     "ARCH_NAMES",
@@ -438,12 +446,7 @@ class HbqArchConfig:
             )
         if not out:
             out.extend(Problem("", k, v, m) for k, v, m in _plan_problems(self))
-        cls: type = type(self)
-        valid = _field_paths(cls)
-        for key in self.sources:
-            if key not in valid:
-                msg = f"{key!r} is not a field of {type(self).__name__}"
-                out.append(Problem("", f"sources.{key}", key, msg))
+        out.extend(source_key_problems(self, self.sources))
         return out
 
 
@@ -788,35 +791,6 @@ def attention_tiles(
 # Loading
 
 
-@functools.cache
-def _field_paths(cls: type, prefix: str = "") -> frozenset[str]:
-    out = set()
-    for f in dataclasses.fields(cls):
-        path = f"{prefix}{f.name}"
-        out.add(path)
-        sub = _NESTED.get((cls.__name__, f.name))
-        if sub is not None:
-            out |= _field_paths(sub, path + ".")
-    return frozenset(out)
-
-
-_NESTED: dict[tuple[str, str], type] = {
-    ("HbqArchConfig", "pe_array"): PeArrayConfig,
-    ("HbqArchConfig", "formats"): FormatsConfig,
-    ("HbqArchConfig", "psum"): PsumConfig,
-    ("HbqArchConfig", "buffers"): BuffersConfig,
-    ("HbqArchConfig", "tiling"): TilingConfig,
-    ("HbqArchConfig", "vector_unit"): VectorUnitConfig,
-    ("HbqArchConfig", "dram"): DramConfig,
-    ("FormatsConfig", "weight"): OperandFormatConfig,
-    ("FormatsConfig", "activation"): OperandFormatConfig,
-    ("FormatsConfig", "kv"): OperandFormatConfig,
-    ("BuffersConfig", "act"): BufferConfig,
-    ("BuffersConfig", "wgt"): BufferConfig,
-    ("BuffersConfig", "psum"): BufferConfig,
-}
-
-
 def arch_path(name: str | Path) -> Path:
     """The file of an architecture: a shipped name (``"hbq_e_28nm"``) or a path.
 
@@ -826,13 +800,7 @@ def arch_path(name: str | Path) -> Path:
     Returns:
         The path (it may not exist if a path was given).
     """
-    from coaccel.arch_configs import path as shipped
-
-    text = str(name)
-    stem = text[:-5] if text.endswith(".yaml") else text
-    if stem in ARCH_NAMES and not Path(text).exists():
-        return shipped(f"{KIND}/{stem}.yaml")
-    return Path(text)
+    return arch_file(KIND, ARCH_NAMES, name)
 
 
 def load_arch(name: str | Path) -> HbqArchConfig:
