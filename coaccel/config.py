@@ -947,7 +947,8 @@ def source_key_problems(obj: Any, sources: Mapping[str, Any]) -> list[Problem]:
     Returns:
         One :class:`Problem` per key that is not a field path of the config's schema.
     """
-    valid = field_paths(type(obj))
+    schema: type = type(obj)
+    valid = field_paths(schema)
     return [
         Problem("", f"sources.{key}", key, f"{key!r} is not a field of {type(obj).__name__}")
         for key in sources
