@@ -54,11 +54,13 @@ def test_softmax_stages_equal_the_rtl_measurement(kv260):
     lanes = kv260.datapath.lanes
     want = [r for r in rows if r["block"] == "dl_softmax_state"
             and {"PIPE=1", f"L={lanes}"} <= set(r["params"].split(";"))]  # fmt: skip
-    assert len(want) == 1
+    # one measurement per HDL simulator (Icarus, Verilator): every one must agree with the model
+    assert {r["simulator"] for r in want} >= {"icarus"}
+    assert len(want) == len({r["simulator"] for r in want})
     p = kv260.pipeline
     stages = p.max_exponent_cycles + p.exp2_cycles + p.skip_reduce_cycles + p.rescale_issue_cycles
-    assert stages == int(want[0]["latency_cycles"])
-    assert p.softmax_cycles_per_column == int(want[0]["ii_cycles"])
+    assert {int(r["latency_cycles"]) for r in want} == {stages}
+    assert {int(r["ii_cycles"]) for r in want} == {p.softmax_cycles_per_column}
 
 
 @pytest.mark.parametrize("d,dv", [(128, 128), (64, 64), (96, 80)])
