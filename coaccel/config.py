@@ -937,7 +937,7 @@ def field_paths(schema: type) -> frozenset[str]:
 def source_key_problems(obj: Any, sources: Mapping[str, Any]) -> list[Problem]:
     """Problems of a ``sources:`` block whose keys must name fields of the config.
 
-    Shipped architectures cite a source per value under ``sources: {dotted.key: "[REF] ..."}``;
+    Shipped architectures cite a reference key per value under ``sources: {dotted.key: text}``;
     a key that names no field (a typo, a renamed key) would cite nothing.
 
     Args:
