@@ -230,6 +230,52 @@ def _stage_gpu(out: Path, rng: np.random.Generator) -> None:
                 w.writerow([arch.name, t, f"{sec:.6g}", kv, f"{kv / sec:.6g}"])
                 print(f"  {arch.name:<9} {t:>7} {sec * 1e6:>9.1f} {kv / sec / 1e12:>9.2f}")
     print(f"  wrote {path}")
+    _gpu_offload(out, rng, h200)
+
+
+def _gpu_offload(out: Path, rng: np.random.Generator, h200: Any) -> None:
+    """W3 NOSA at T=32K: the KV cache in host memory, 64 blocks of 64 tokens on the GPU,
+    simulated behind PCIe (H200) and NVLink-C2C (GH200), against W1 with the cache in HBM."""
+    import csv
+
+    from coaccel.models.gpu import DecodeShape, flash_decode_trace
+    from coaccel.models.gpu.nosa import NosaConfig, nosa_decode
+    from coaccel.sim.gpu_mem import load_arch
+    from coaccel.simulation import simulate
+
+    gh200 = load_arch("gh200")
+    shape = DecodeShape(batch=1, context=32768)
+    seed = int(rng.integers(2**31))
+    runs = {
+        link: nosa_decode(
+            shape, config=NosaConfig(fetch=link), steps=8, seed=seed, n_sms=h200.sm.count,
+            error=link == "zero_copy",
+        )
+        for link in ("zero_copy", "dma")
+    }  # fmt: skip
+    r = runs["zero_copy"]
+    print(
+        f"  W3 NOSA offload, B=1 T=32K (8-step run): keep {r.keep_ratio:.3f}, "
+        f"{r.misses_per_step:.2f} block fetches per step and KV head, "
+        f"output vs dense float64: rel. err {r.rel_err:.3f}"
+    )
+    print(f"  {'GPU':<9} {'host link':<11} {'W1 in HBM us':>12} {'zero-copy us':>12} {'DMA us':>8}")
+    path = out / "gpu" / "w3_offload_t32768.csv"
+    with atomic_open(path) as f:
+        w = csv.writer(f)
+        w.writerow(["gpu", "host_link", "context_tokens", "path", "seconds"])
+        for arch in (h200, gh200):
+            w1 = flash_decode_trace(shape, n_sms=arch.sm.count)
+            sec = {"hbm_w1": simulate(arch, w1, mode="analytical").seconds}
+            for link, run in runs.items():
+                sec[link] = simulate(arch, run.trace, mode="analytical").seconds
+            for k, v in sec.items():
+                w.writerow([arch.name, arch.host_link.type, shape.context, k, f"{v:.6g}"])
+            print(
+                f"  {arch.name:<9} {arch.host_link.type:<11} {sec['hbm_w1'] * 1e6:>12.1f} "
+                f"{sec['zero_copy'] * 1e6:>12.1f} {sec['dma'] * 1e6:>8.1f}"
+            )
+    print(f"  wrote {path}")
 
 
 def _stage_sweep(out: Path, rng: np.random.Generator) -> None:
@@ -298,7 +344,11 @@ STAGES: tuple[tuple[str, Callable[[Path, np.random.Generator], None]], ...] = (
     ("accuracy: quantization error study", _stage_accuracy),
     ("simulators: HBQ ASIC, cycle-approximate vs analytical", _stage_sim),
     ("deltallm: reference -> event trace -> KV260 simulator vs TeLLMe-v2", _stage_deltallm),
-    ("gpu: FlashDecoding split-K reference, 128K trace, W1 time on H200 and A100", _stage_gpu),
+    (
+        "gpu: FlashDecoding split-K reference, 128K trace, W1 time on H200 and A100, "
+        "W3 NOSA KV offload over PCIe and C2C",
+        _stage_gpu,
+    ),
     ("sweep: HBQ-E PE count x PSUM x ACT buffer (coaccel.dse, Pareto front, report)", _stage_sweep),
     ("report: area/energy by component, with units and sources", _stage_report),
 )

@@ -63,6 +63,7 @@ import numpy.typing as npt
 from coaccel.trace import Trace, TraceBuilder
 
 from ._bf16 import bf16_bits_to_f32, f32_to_bf16_bits
+from ._nosa_fast import bf16_to_f64, chunk_sums, keys_bf16, lookup_bf16
 from ._splitk import (
     DecodeInputs,
     DecodeShape,
@@ -253,11 +254,10 @@ def _kv_tokens(
     scaled = _TABLE * np.float32(model.key_scale)
     for t0 in range(0, t, _GEN_CHUNK_TOKENS):
         t1 = min(t, t0 + _GEN_CHUNK_TOKENS)
-        blk = np.arange(t0, t1) // bt
         zk = rng.integers(0, 256, size=(b, t1 - t0, hkv, d), dtype=np.uint8)
-        k[:, t0:t1] = f32_to_bf16_bits(scaled[zk] + cent[:, blk])
+        keys_bf16(zk, scaled, cent, t0, bt, k[:, t0:t1])
         zv = rng.integers(0, 256, size=(b, t1 - t0, hkv, d), dtype=np.uint8)
-        v[:, t0:t1] = _TABLE_BF16[zv]
+        v[:, t0:t1] = lookup_bf16(zv, _TABLE_BF16)
     return k, v
 
 
@@ -265,13 +265,7 @@ def _compressed_keys(k: npt.NDArray[np.uint16], cfg: NosaConfig) -> npt.NDArray[
     """``[B, Hkv, n_ck, D]`` bf16-rounded window means as float64 (exact sums of bf16)."""
     b, t, hkv, d = k.shape
     st, win = cfg.compress_stride, cfg.compress_window
-    n_chunks = t // st
-    chunk = np.empty((b, n_chunks, hkv, d), dtype=np.float64)
-    step = _GEN_CHUNK_TOKENS // st
-    for c0 in range(0, n_chunks, step):
-        c1 = min(n_chunks, c0 + step)
-        kf = bf16_bits_to_f32(k[:, c0 * st : c1 * st]).astype(np.float64)
-        chunk[:, c0:c1] = kf.reshape(b, c1 - c0, st, hkv, d).sum(axis=2)  # exact in float64
+    chunk = chunk_sums(k, st)  # exact in float64, whatever the order
     per = win // st
     n_ck = max(0, (t - win) // st + 1)
     tot = np.zeros((b, n_ck, hkv, d), dtype=np.float64)
@@ -287,7 +281,7 @@ def _cis(v: npt.NDArray[np.uint16], w: npt.NDArray[np.float64], gain: float) -> 
     b, t, hkv, d = v.shape
     x = np.empty((b, hkv, t), dtype=np.float64)
     for t0 in range(0, t, _GEN_CHUNK_TOKENS):
-        vf = bf16_bits_to_f32(v[:, t0 : t0 + _GEN_CHUNK_TOKENS]).astype(np.float64)
+        vf = bf16_to_f64(v[:, t0 : t0 + _GEN_CHUNK_TOKENS])
         x[:, :, t0 : t0 + _GEN_CHUNK_TOKENS] = np.einsum("bthd,hd->bht", vf, w)
     return gain * np.logaddexp(0.0, x / math.sqrt(d))
 
@@ -395,8 +389,8 @@ def _dense_f64(
     den = np.zeros((b, hkv, g))
     num = np.zeros((b, hkv, g, d))
     for t0 in range(0, t, _GEN_CHUNK_TOKENS):
-        kc = bf16_bits_to_f32(k[:, t0 : t0 + _GEN_CHUNK_TOKENS]).astype(np.float64)
-        vc = bf16_bits_to_f32(v[:, t0 : t0 + _GEN_CHUNK_TOKENS]).astype(np.float64)
+        kc = bf16_to_f64(k[:, t0 : t0 + _GEN_CHUNK_TOKENS])
+        vc = bf16_to_f64(v[:, t0 : t0 + _GEN_CHUNK_TOKENS])
         s = np.einsum("bhgd,bthd->bhgt", qf, kc) / math.sqrt(d)
         m_new = np.maximum(m, s.max(axis=-1))
         a = np.exp(m - m_new)

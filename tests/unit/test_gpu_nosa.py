@@ -162,3 +162,34 @@ def test_without_error_same_selection_and_output(runs):
     assert np.array_equal(fast.out, r.out) and np.array_equal(fast.misses, r.misses)
     assert math.isnan(fast.rel_err) and fast.dense.size == 0
     assert "attn_out_rel_err" not in fast.trace.meta["workload"]["metrics"]
+
+
+def test_fast_kernels_equal_their_numpy_forms():
+    from coaccel.models.gpu._bf16 import f32_to_bf16_bits
+    from coaccel.models.gpu._nosa_fast import bf16_to_f64, chunk_sums, keys_bf16, lookup_bf16
+
+    rng = np.random.default_rng(11)
+    b_, n, hkv, d, bt, t0 = 2, 96, 3, 8, 64, 40
+    table = rng.standard_normal(256).astype(np.float32)
+    # NaN, infinities, overflow to inf and exact bf16 ties (odd and even kept halves)
+    table[:6] = np.array(
+        [np.nan, np.inf, -np.inf, 3.4e38, 1.0 + 2.0**-8, 1.0 + 3 * 2.0**-8], dtype=np.float32
+    )
+    cent = rng.standard_normal((b_, 4, hkv, d)).astype(np.float32)
+    cent[:, :, 0, 0] = 0.0
+    z = rng.integers(0, 256, size=(b_, n, hkv, d), dtype=np.uint8)
+    out = np.empty(z.shape, dtype=np.uint16)
+    keys_bf16(z, table, cent, t0, bt, out)
+    blk = np.arange(t0, t0 + n) // bt
+    assert np.array_equal(out, f32_to_bf16_bits(table[z] + cent[:, blk]))
+    bits = rng.integers(0, 2**16, size=(b_, n, hkv, d), dtype=np.uint16)
+    with np.errstate(invalid="ignore"):  # signalling NaN patterns convert quietly
+        assert np.array_equal(
+            bf16_to_f64(bits[:, ::2]).view(np.uint64),
+            bf16_bits_to_f32(bits[:, ::2]).astype(np.float64).view(np.uint64),
+        )
+    tab16 = rng.integers(0, 2**16, size=256, dtype=np.uint16)
+    assert np.array_equal(lookup_bf16(z, tab16), tab16[z])
+    small = (bits & np.uint16(0x80FF)) | np.uint16(0x3F00)  # |x| in [0.5, 2): exact sums
+    ref = bf16_bits_to_f32(small).astype(np.float64).reshape(b_, n // 16, 16, hkv, d).sum(2)
+    assert np.array_equal(chunk_sums(small, 16), ref)
