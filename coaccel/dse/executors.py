@@ -14,6 +14,7 @@ scheduler is not flooded with millisecond tasks.
 
 from __future__ import annotations
 
+import abc
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -34,7 +35,7 @@ __all__ = [
 BatchFn = Callable[..., list[Row]]
 
 
-class Executor:
+class Executor(abc.ABC):
     """Runs batches of points; a context manager that releases its workers on exit.
 
     Attributes:
@@ -43,6 +44,7 @@ class Executor:
 
     workers: int = 1
 
+    @abc.abstractmethod
     def run(
         self, fn: BatchFn, args: Sequence[Any], batches: Sequence[Sequence[Any]]
     ) -> Iterator[list[Row]]:
@@ -56,9 +58,8 @@ class Executor:
         Yields:
             The rows of one batch.
         """
-        raise NotImplementedError
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a no-op where there are no workers to release
         """Release the workers."""
 
     def __enter__(self) -> Executor:

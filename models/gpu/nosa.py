@@ -764,26 +764,17 @@ def _step_trace(
         tb.compute_many(
             kernel=k1, cta=heads, op="topk", unit="cuda_core", m=1, n=nb, k=0, fmt_a="fp32"
         )
-        tb.memory_many(
-            kernel=k1,
-            cta=heads,
-            phase="slot_map",
-            tensor="slot_map",
-            space="HBM",
-            rw="r",
-            addr=heads * cfg.slots * 4,
-            nbytes=cfg.slots * 4,
-        )
-        tb.memory_many(
-            kernel=k1,
-            cta=heads,
-            phase="slot_map",
-            tensor="slot_map",
-            space="HBM",
-            rw="w",
-            addr=heads * cfg.slots * 4,
-            nbytes=cfg.slots * 4,
-        )
+        for rw in ("r", "w"):  # the slot map is read, diffed against the selection, rewritten
+            tb.memory_many(
+                kernel=k1,
+                cta=heads,
+                phase="slot_map",
+                tensor="slot_map",
+                space="HBM",
+                rw=rw,
+                addr=heads * cfg.slots * 4,
+                nbytes=cfg.slots * 4,
+            )
         tb.memory_many(
             kernel=k1,
             cta=heads,
