@@ -6,7 +6,9 @@ Row 0 is dense (``Δ_0 = k_0``), so the attention-sink token is exact. With the 
 reconstruction error stays below ``theta`` in every element and never drifts; the naive form
 (threshold the raw step ``k_t - k_{t-1}`` and sum the kept steps) is offered for ablation.
 
-Public: :class:`DeltaKeys`, :func:`encode_delta_keys`, :func:`encode_delta_row`.
+Public: :class:`DeltaKeys`, :func:`encode_delta_keys`, :func:`encode_delta_row`, and
+:func:`pack_delta_rows` / :func:`unpack_delta_rows`, the stored form of a delta row (bitmask plus
+the kept values packed in index order).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["DELTA_MODES", "DeltaKeys", "encode_delta_keys", "encode_delta_row"]
+__all__ = ["DELTA_MODES", "DeltaKeys", "encode_delta_keys", "encode_delta_row", "pack_delta_rows",
+           "unpack_delta_rows"]  # fmt: skip
 
 #: Valid values of ``delta_mode``.
 DELTA_MODES = ("memory", "naive")
@@ -192,3 +195,63 @@ def encode_delta_keys(
         refresh_period=int(refresh_period),
         n_sink=int(n_sink),
     )
+
+
+def pack_delta_rows(deltas: npt.ArrayLike, mask: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """The stored form of delta rows: the kept values packed to the front, in index order.
+
+    This is the Δ-buffer layout the hardware reads: a ``d``-bit bitmask and the row's ``nnz``
+    stored values, value ``s`` being the element of the ``s``-th lowest set bit of the mask, so
+    that a reader taking the M lowest set bits per cycle (a priority encoder) finds their values
+    at packed positions ``c·M .. c·M + M - 1`` in its cycle ``c``.
+
+    Args:
+        deltas: ``[..., d]`` delta values (any integer or float dtype).
+        mask: ``[..., d]`` bool bitmask of stored elements, the shape of ``deltas``.
+
+    Returns:
+        ``(packed, nnz)``: ``packed`` has the shape and dtype of ``deltas`` with positions
+        ``>= nnz`` of each row zero; ``nnz`` is ``[...]`` int64, the stored count per row.
+
+    Raises:
+        ValueError: the shapes differ, ``mask`` is not bool, or the arrays have no row axis.
+    """
+    d_arr = np.asarray(deltas)
+    m_arr = np.asarray(mask)
+    if d_arr.ndim < 1 or d_arr.shape != m_arr.shape:
+        raise ValueError(
+            f"deltas {d_arr.shape} and mask {m_arr.shape} must have the same shape, with a row axis"
+        )
+    if m_arr.dtype != bool:
+        raise ValueError(f"mask must be bool, got {m_arr.dtype}")
+    # a stable sort on "not stored" moves the stored elements to the front in index order
+    order = np.argsort(~m_arr, axis=-1, kind="stable")
+    packed = np.take_along_axis(np.where(m_arr, d_arr, 0).astype(d_arr.dtype), order, axis=-1)
+    return packed, np.count_nonzero(m_arr, axis=-1).astype(np.int64)
+
+
+def unpack_delta_rows(packed: npt.ArrayLike, mask: npt.ArrayLike) -> np.ndarray:
+    """Inverse of :func:`pack_delta_rows`: scatter packed values back to their bitmask positions.
+
+    Args:
+        packed: ``[..., d]`` packed rows (positions ``>= nnz`` are ignored).
+        mask: ``[..., d]`` bool bitmask.
+
+    Returns:
+        ``[..., d]`` deltas, zero where the mask is clear; dtype of ``packed``.
+
+    Raises:
+        ValueError: the shapes differ or ``mask`` is not bool.
+    """
+    p_arr = np.asarray(packed)
+    m_arr = np.asarray(mask)
+    if p_arr.ndim < 1 or p_arr.shape != m_arr.shape:
+        raise ValueError(
+            f"packed {p_arr.shape} and mask {m_arr.shape} must have the same shape, with a row axis"
+        )
+    if m_arr.dtype != bool:
+        raise ValueError(f"mask must be bool, got {m_arr.dtype}")
+    # element i of a row is the packed value at its rank among the set bits before it
+    rank = np.cumsum(m_arr, axis=-1) - 1
+    vals = np.take_along_axis(p_arr, np.clip(rank, 0, None), axis=-1)
+    return np.where(m_arr, vals, 0).astype(p_arr.dtype)

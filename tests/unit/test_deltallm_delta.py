@@ -131,3 +131,40 @@ def test_encoder_rejects_bad_input():
         dl.encode_delta_keys(np.zeros((1, 0, 2), dtype=np.int8), theta=1)
     with pytest.raises(ValueError, match="NaN"):
         dl.encode_delta_keys(np.full((1, 2, 2), np.inf), theta=1.0)
+
+
+def test_pack_delta_rows_front_packs_in_index_order():
+    deltas = np.array([[0, 5, 0, -3, 7, 0], [1, 2, 3, 4, 5, 6], [9, 9, 9, 9, 9, 9]], dtype=np.int32)
+    mask = np.array([[False, True, False, True, True, False], [True] * 6, [False] * 6], dtype=bool)
+    packed, nnz = dl.pack_delta_rows(deltas, mask)
+    assert packed.dtype == np.int32
+    assert packed.tolist() == [[5, -3, 7, 0, 0, 0], [1, 2, 3, 4, 5, 6], [0] * 6]
+    assert nnz.tolist() == [3, 6, 0]
+
+
+def test_pack_unpack_round_trip_on_encoded_keys():
+    rng = np.random.default_rng(7)
+    keys = np.cumsum(rng.integers(-3, 4, size=(2, 50, 32)), axis=1).clip(-128, 127)
+    enc = dl.encode_delta_keys(keys.astype(np.int8), theta=2)
+    packed, nnz = dl.pack_delta_rows(enc.deltas, enc.mask)
+    assert np.array_equal(nnz, enc.mask.sum(axis=-1))
+    assert np.array_equal(dl.unpack_delta_rows(packed, enc.mask), enc.deltas)
+    # the m-th packed value is the delta at the m-th lowest set bit
+    h, t = 1, 17
+    assert np.array_equal(packed[h, t, : nnz[h, t]], enc.deltas[h, t][enc.mask[h, t]])
+    assert not packed[h, t, nnz[h, t] :].any()
+
+
+@pytest.mark.parametrize(
+    ("deltas", "mask", "what"),
+    [
+        (np.zeros((2, 4)), np.zeros((2, 3), dtype=bool), "same shape"),
+        (np.zeros((2, 4)), np.zeros((2, 4)), "must be bool"),
+        (np.zeros(()), np.zeros((), dtype=bool), "row axis"),
+    ],
+)
+def test_pack_delta_rows_rejects_bad_input(deltas, mask, what):
+    with pytest.raises(ValueError, match=what):
+        dl.pack_delta_rows(deltas, mask)
+    with pytest.raises(ValueError, match=what):
+        dl.unpack_delta_rows(deltas, mask)
