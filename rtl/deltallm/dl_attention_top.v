@@ -6,7 +6,7 @@
 //   lane l valid  : j <= tok_l;    exact: valid && (j < i_n_sink || tok_l - j < i_window)
 //   delta         : valid && !exact (score = the delta chain q . khat_j)
 // Schedule (one operation per cycle on the shared L x M MAC array, dl_mac_lanes):
-//   q load          : L*D/M cycles, one q beat (M int8) per cycle
+//   q load          : D*ceil(L/M) cycles (= L*D/M when M divides L), one q beat per cycle
 //   column j        : D/M exact cycles if any lane is exact (the key row), then ceil(nnz_j/M)
 //                     delta cycles if any lane is delta (the bitmask row); the softmax step of
 //                     column j (dl_softmax_state, PIPE = 0) runs in the cycle that produces the
@@ -16,10 +16,15 @@
 //   normalise       : 1 start cycle + 41 reciprocal cycles (dl_normalizer), then L*D/M output
 //                     beats (M int16 Q7.8 each), lane-major.
 // Streams (valid/ready, a beat moves when both are high; every source may stall):
-//   q  : i_q_valid / o_q_ready / i_q_data [M*8]           L*D/M beats, lane-major
+//   q  : i_q_valid / o_q_ready / i_q_data [M*8]           D*ceil(L/M) beats, element-major:
+//                                                         beat (grp, i) = element i of lanes
+//                                                         grp*M .. grp*M+M-1, grp outer
 //   k  : i_k_valid / o_k_ready / i_k_data [D*8]           one row per column with an exact lane
 //   dl : i_dl_valid / o_dl_ready / i_dl_mask [D] / i_dl_data [D*9]
-//                                                         one row per column with a delta lane
+//                                                         one row per column with a delta lane:
+//                                                         the bitmask and the stored deltas
+//                                                         packed in index order (the Δ buffer
+//                                                         form, pack_delta_rows)
 //   v  : i_v_valid / o_v_ready / i_v_data [D*8]           one row per column 0 .. i_last (rows of
 //                                                         skipped columns are passed over unread)
 //   y  : o_y_valid / i_y_ready / o_y_data [M*16]          L*D/M beats, lane-major
@@ -74,6 +79,9 @@ module dl_attention_top #(
     localparam integer NC = D / M;
     localparam integer LB = $clog2(L > 1 ? L : 2);
     localparam integer CB = $clog2(NC > 1 ? NC : 2);
+    localparam integer IW = $clog2(D > 1 ? D : 2);
+    localparam integer LG = (L + M - 1) / M;       // lane groups of the element-major q load
+    localparam integer GB = $clog2(LG > 1 ? LG : 2);
     localparam [1:0] OP_EXACT = 2'd0, OP_DELTA = 2'd1, OP_PV = 2'd2;
     localparam [3:0] S_IDLE = 4'd0, S_Q = 4'd1, S_EX = 4'd2, S_DE = 4'd3, S_PV = 4'd4,
                      S_RECIP = 4'd5, S_WAIT = 4'd6, S_OUT = 4'd7, S_DRAIN = 4'd8;
@@ -82,6 +90,8 @@ module dl_attention_top #(
     reg [TB-1:0] j;            // current column
     reg [CB-1:0] chunk;
     reg [LB-1:0] lane;
+    reg [IW-1:0] q_elem;       // q load: element and lane group of the next beat
+    reg [GB-1:0] q_grp;
     reg          de_first;     // the next delta cycle reads the row's own bitmask
     reg [D-1:0]  rem;          // bitmask bits not yet consumed
     reg [TB:0]   v_drop;       // value rows of skipped columns still to pass over
@@ -136,7 +146,7 @@ module dl_attention_top #(
 
     dl_mac_lanes #(.D(D), .L(L), .M(M), .RW(9), .SW(SW), .OW(OW)) u_mac (
         .i_clk(i_clk), .i_rst(i_rst),
-        .i_q_we(q_we), .i_q_lane(lane), .i_q_chunk(chunk), .i_q_data(i_q_data),
+        .i_q_we(q_we), .i_q_elem(q_elem), .i_q_group(q_grp), .i_q_data(i_q_data),
         .i_valid(mac_valid), .i_op(mac_op), .i_clear(mac_clear), .i_load_chain(mac_load_chain),
         .i_chunk(mac_chunk), .i_row(mac_row), .i_mask(mac_mask),
         .i_p(pv_comb ? sm_p : p_reg), .i_alpha(pv_comb ? sm_alpha : a_reg),
@@ -194,7 +204,7 @@ module dl_attention_top #(
             S_Q: if (i_q_valid) begin
                 o_q_ready = 1;
                 q_we = 1;
-                if (lane == L - 1 && chunk == NC - 1) nstate = S_EX;  // column 0 is a sink
+                if (q_grp == LG - 1 && q_elem == D - 1) nstate = S_EX;  // column 0 is a sink
             end
             S_EX: if (i_k_valid) begin
                 mac_valid = 1; mac_op = OP_EXACT; mac_row = k_row;
@@ -210,7 +220,7 @@ module dl_attention_top #(
             end
             S_DE: if (i_dl_valid) begin
                 mac_mask = de_first ? i_dl_mask : rem;
-                mac_row = i_dl_data;
+                mac_row = i_dl_data;   // packed: delta cycle c (= chunk) reads chunk c
                 if (mac_mask == 0) begin
                     o_dl_ready = 1;      // no MAC work: the softmax step gets its own cycle
                     upd = 1;
@@ -271,24 +281,30 @@ module dl_attention_top #(
     always @(posedge i_clk) begin
         if (i_rst) begin
             state <= S_IDLE; j <= 0; chunk <= 0; lane <= 0; de_first <= 1; rem <= 0;
+            q_elem <= 0; q_grp <= 0;
             v_drop <= 0; p_reg <= 0; a_reg <= 0; o_done <= 0; o_y_valid <= 0;
         end else begin
             state <= nstate;
             o_done <= 0;
             if (state == S_IDLE && i_start) begin
                 j <= 0; chunk <= 0; lane <= 0; de_first <= 1; v_drop <= 0;
+                q_elem <= 0; q_grp <= 0;
             end
             if (q_we) begin
-                chunk <= (chunk == NC - 1) ? 0 : chunk + 1'b1;
-                if (chunk == NC - 1) lane <= (lane == L - 1) ? 0 : lane + 1'b1;
+                q_elem <= (q_elem == D - 1) ? 0 : q_elem + 1'b1;
+                if (q_elem == D - 1) q_grp <= (q_grp == LG - 1) ? 0 : q_grp + 1'b1;
             end
             if (mac_valid && mac_op == OP_EXACT)
                 chunk <= (chunk == NC - 1) ? 0 : chunk + 1'b1;
             if (mac_valid && mac_op == OP_DELTA) begin
                 rem <= mask_rest;
                 de_first <= 0;
+                chunk <= chunk + 1'b1;  // the next packed chunk of the row
             end
-            if (o_dl_ready) de_first <= 1;
+            if (o_dl_ready) begin
+                de_first <= 1;
+                chunk <= 0;             // (the first PV chunk below still advances it)
+            end
             if (mac_valid && mac_op == OP_PV)
                 chunk <= (mac_chunk == NC - 1) ? 0 : mac_chunk + 1'b1;
             if (upd) begin

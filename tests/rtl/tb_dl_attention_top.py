@@ -2,13 +2,15 @@
 ``coaccel.models.deltallm.attention`` (one KV head, one query block per run).
 
 A memory model in the testbench serves the top's five valid/ready streams from the reference's
-own tensors: the query block, the exact key rows, the Delta-Key rows (bitmask + 9-bit values)
+own tensors: the query block (element-major), the exact key rows, the Delta-Key rows in their
+stored form (bitmask + the 9-bit kept values packed in index order, ``pack_delta_rows``)
 and the value rows, and takes the output beats. Every block of seeded attention problems (every
 key class, θ including 0 and values that leave whole delta rows empty, W from 1 to beyond T,
 τ finite and infinite, both denominator modes) runs twice:
 
 * without stalls: every output beat equals the reference output, and the block's cycle count
-  equals the cycle model ``FILL + 2·L·D/M + Σ_j max(1, qk_j + pv_j)`` with
+  equals the cycle model ``FILL + D·ceil(L/M) + L·D/M + Σ_j max(1, qk_j + pv_j)`` (q load, output
+  beats, columns) with
   ``qk_j = D/M·[exact lane] + ceil(nnz_j/M)·[delta lane]`` and ``pv_j = D/M·[kept]`` (the
   reference's skip decisions), with a single constant ``FILL`` for all blocks;
 * with seeded random stalls on every input stream and back-pressure on the output: the same
@@ -24,6 +26,8 @@ import deltallm_stim as stim
 import numpy as np
 import rtlkit
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+
+from coaccel.models.deltallm import pack_delta_rows
 
 CONTROL = ("i_start", "i_q_valid", "i_k_valid", "i_dl_valid", "i_v_valid", "i_y_ready")
 DATA = ("i_i0", "i_n_tok", "i_window", "i_n_sink", "i_mant", "i_sh", "i_tau_e", "i_no_skip",
@@ -73,9 +77,9 @@ def simulator_cycles(b: stim.BlockCase, p: dict[str, int], arch) -> int:
 
 
 def expected_cycles(b: stim.BlockCase, p: dict[str, int]) -> int:
-    """The cycle model without the constant: 2·L·D/M + Σ_j max(1, qk_j + pv_j)."""
+    """The cycle model without the constant: D·ceil(L/M) + L·D/M + Σ_j max(1, qk_j + pv_j)."""
     nc = p["D"] // p["M"]
-    total = 2 * p["L"] * nc
+    total = p["D"] * -(-p["L"] // p["M"]) + p["L"] * nc
     for j in range(len(b.scores)):
         ex = bool(b.exact[j].any())
         de = bool((b.valid[j] & ~b.exact[j]).any())
@@ -91,11 +95,11 @@ async def _run_block(dut, p, b: stim.BlockCase, rng, stall: float) -> tuple[np.n
     nc = d_n // m_n
     n = len(b.scores)
     srcs = {
-        "i_q": [{"i_q_data": rtlkit.pack_lanes(b.q[lane, c * m_n : (c + 1) * m_n], 8)}
-                for lane in range(lanes) for c in range(nc)],
+        "i_q": [{"i_q_data": rtlkit.pack_lanes(b.q[grp * m_n : (grp + 1) * m_n, e], 8)}
+                for grp in range(-(-lanes // m_n)) for e in range(d_n)],
         "i_k": [{"i_k_data": rtlkit.pack_lanes(b.k[j], 8)} for j in range(n) if b.exact[j].any()],
         "i_dl": [{"i_dl_mask": rtlkit.pack_lanes(b.mask[j], 1),
-                  "i_dl_data": rtlkit.pack_lanes(b.deltas[j], 9)}
+                  "i_dl_data": rtlkit.pack_lanes(pack_delta_rows(b.deltas[j], b.mask[j])[0], 9)}
                  for j in range(n) if (b.valid[j] & ~b.exact[j]).any()],
         "i_v": [{"i_v_data": rtlkit.pack_lanes(b.v[j], 8)} for j in range(n)],
     }  # fmt: skip

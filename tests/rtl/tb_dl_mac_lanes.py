@@ -6,8 +6,10 @@ Query blocks of seeded attention problems (``deltallm_stim.attention_blocks``: e
 the array column by column, as the attention top schedules them:
 
 * exact columns: D/M ``OP_EXACT`` cycles over the key row (a sink column also restarts the chain);
+* the query loads element-major (element i of M lanes per cycle, D·ceil(L/M) cycles);
 * delta columns: ``OP_DELTA`` cycles over the bitmask until the priority encoder has consumed it,
-  which must take exactly ceil(nnz/M) cycles;
+  which must take exactly ceil(nnz/M) cycles; the row is the stored form (``pack_delta_rows``:
+  the kept deltas packed in index order), cycle c reading packed chunk c;
 * after each column, every valid lane's score (exact or chain, by region) must equal the
   reference ``attention(...).scores``;
 * kept columns (the reference's skip decision): D/M ``OP_PV`` cycles with p and α of the
@@ -25,8 +27,10 @@ import numpy as np
 import rtlkit
 from cocotb.triggers import FallingEdge, ReadOnly
 
+from coaccel.models.deltallm import pack_delta_rows
+
 OP_EXACT, OP_DELTA, OP_PV = 0, 1, 2
-INPUTS = ("i_q_we", "i_q_lane", "i_q_chunk", "i_q_data", "i_valid", "i_op", "i_clear",
+INPUTS = ("i_q_we", "i_q_elem", "i_q_group", "i_q_data", "i_valid", "i_op", "i_clear",
           "i_load_chain", "i_chunk", "i_row", "i_mask", "i_p", "i_alpha", "i_clear_o",
           "i_rd_lane", "i_rd_chunk")  # fmt: skip
 OUTPUTS = ("o_mask_rest", "o_exact", "o_chain", "o_rd")
@@ -53,14 +57,14 @@ async def _block(arr: _Array, b: stim.BlockCase) -> dict:
     dut, p = arr.dut, arr.p
     d_n, lanes, m_n, rw, sw, ow = p["D"], p["L"], p["M"], p["RW"], p["SW"], p["OW"]
     nc = d_n // m_n
-    # query load (M elements per cycle) and o cleared
+    # query load, element-major (element i of M lanes per cycle), and o cleared
     dut.i_clear_o.value = 1
-    for lane in range(lanes):
-        for c in range(nc):
+    for grp in range(-(-lanes // m_n)):
+        for e in range(d_n):
             dut.i_q_we.value = 1
-            dut.i_q_lane.value = lane
-            dut.i_q_chunk.value = c
-            dut.i_q_data.value = rtlkit.pack_lanes(b.q[lane, c * m_n : (c + 1) * m_n], 8)
+            dut.i_q_elem.value = e
+            dut.i_q_group.value = grp
+            dut.i_q_data.value = rtlkit.pack_lanes(b.q[grp * m_n : (grp + 1) * m_n, e], 8)
             await FallingEdge(dut.i_clk)
             dut.i_clear_o.value = 0
     dut.i_q_we.value = 0
@@ -78,7 +82,8 @@ async def _block(arr: _Array, b: stim.BlockCase) -> dict:
                              i_load_chain=int(sink))  # fmt: skip
         if de_any:
             rem = rtlkit.pack_lanes(b.mask[j], 1)
-            row = rtlkit.pack_lanes(b.deltas[j], rw)
+            packed, _ = pack_delta_rows(b.deltas[j], b.mask[j])
+            row = rtlkit.pack_lanes(packed, rw)
             steps = 0
             while rem:
                 dut.i_mask.value = rem
@@ -86,7 +91,7 @@ async def _block(arr: _Array, b: stim.BlockCase) -> dict:
                 await ReadOnly()
                 nxt = int(dut.o_mask_rest.value)
                 await FallingEdge(dut.i_clk)
-                await arr.op(i_op=OP_DELTA, i_clear=0, i_load_chain=0)
+                await arr.op(i_op=OP_DELTA, i_chunk=steps, i_clear=0, i_load_chain=0)
                 rem, steps = nxt, steps + 1
             delta_cycles_bad += steps != -(-int(b.mask[j].sum()) // m_n)
         e_got = rtlkit.unpack_lanes(int(dut.o_exact.value), sw, lanes, signed=True)
