@@ -55,6 +55,8 @@ __all__ = [
     "KV260_COLUMNS",
     "KV260_GROUPS",
     "KV260_LIMITS",
+    "LUTRAM_LUTS",
+    "kv260_use",
     "PUBLISHED_ACT_BITS_L1_UM2_PER_MAC",
     "PUBLISHED_PE_BREAKDOWN_UM2",
     "PUBLISHED_UB_UM2_PER_MAC",
@@ -682,6 +684,17 @@ _FPGA_IGNORED = re.compile(r"^(MUXF[789]|BUFG|IBUF|OBUF|GND|VCC|SRL\w+)$")
 
 _URAM_KIND = ("fpga_uram", re.compile(r"^URAM288(_BASE)?$"), 1)
 
+LUTRAM_LUTS: Mapping[str, int] = MappingProxyType(
+    {
+        "RAM32X1S": 1, "RAM32X1D": 2, "RAM32M": 4, "RAM32M16": 8,
+        "RAM64X1S": 1, "RAM64X1D": 2, "RAM64M": 4, "RAM64M8": 8,
+        "RAM128X1S": 2, "RAM128X1D": 4, "RAM256X1S": 4, "RAM256X1D": 8, "RAM512X1S": 8,
+    }
+)  # fmt: skip
+"""SLICEM LUTs one UltraScale+ distributed-RAM primitive occupies ([UG574] distributed RAM
+configurations: a LUT6 is a 64 x 1 RAM; the multi-port ``RAM32M16`` / ``RAM64M8`` take the eight
+LUTs of a SLICEM)."""
+
 
 def parse_fpga_log(log: str, what: str = "fpga", *, uram: bool = False) -> dict[str, int]:
     """Counts from an FPGA-view log (the final ``stat`` after ``synth_xilinx``).
@@ -689,12 +702,14 @@ def parse_fpga_log(log: str, what: str = "fpga", *, uram: bool = False) -> dict[
     Args:
         log: the complete Yosys log text.
         what: a label for error messages.
-        uram: also count UltraRAM blocks (``URAM288``) as ``fpga_uram``; without it a URAM cell
-            is an unexpected cell type (the HBQ table has no URAM column).
+        uram: the KV260 table's counts: also count UltraRAM blocks (``URAM288``) as
+            ``fpga_uram`` and the LUTs of the distributed-RAM cells (:data:`LUTRAM_LUTS`) as
+            ``fpga_lutram_luts``; without it a URAM cell is an unexpected cell type (the HBQ
+            table has neither column).
 
     Returns:
         ``fpga_luts``, ``fpga_ffs``, ``fpga_carry_cells``, ``fpga_dsps``, ``fpga_bram18``,
-        ``fpga_lutram_cells`` (and ``fpga_uram`` with ``uram``).
+        ``fpga_lutram_cells`` (and ``fpga_uram``, ``fpga_lutram_luts`` with ``uram``).
 
     Raises:
         SynthError: the log is cut off or lacks the statistics, or holds a cell type that is
@@ -711,6 +726,12 @@ def parse_fpga_log(log: str, what: str = "fpga", *, uram: bool = False) -> dict[
         else:
             if not _FPGA_IGNORED.match(name):
                 raise SynthError(f"{what}: unexpected Xilinx cell type {name!r}")
+    if uram:
+        lutram = {n: c for n, c in cells.items() if _FPGA_KINDS[-1][1].match(n)}
+        unknown = sorted(set(lutram) - set(LUTRAM_LUTS))
+        if unknown:
+            raise SynthError(f"{what}: distributed-RAM cell of unknown LUT cost {unknown[0]!r}")
+        out["fpga_lutram_luts"] = sum(LUTRAM_LUTS[n] * c for n, c in lutram.items())
     return out
 
 
@@ -1055,12 +1076,14 @@ KV260_COLUMNS = (
     "fpga_bram36",
     "fpga_uram",
     "fpga_lutram_cells",
+    "fpga_lutram_luts",
     "rtl_digest",
     "yosys_version",
 )
 """Columns of the KV260 table: Yosys ``synth_xilinx -family xcup -abc9`` cell counts (synthesis,
 not place and route); ``fpga_bram36`` counts 36 Kb block RAMs (two RAMB18 halves = one),
-``fpga_uram`` 288 Kb UltraRAMs."""
+``fpga_uram`` 288 Kb UltraRAMs; ``fpga_luts`` the logic LUTs and ``fpga_lutram_luts`` the LUTs
+the distributed-RAM cells occupy (:data:`LUTRAM_LUTS`), so a design's LUT use is their sum."""
 
 KV260_LIMITS: Mapping[str, int] = MappingProxyType(
     {
@@ -1073,6 +1096,21 @@ KV260_LIMITS: Mapping[str, int] = MappingProxyType(
 )
 """Resources of the KV260's XCK26 ([DS987] K26 resource table; flip-flops = 2 x LUTs, the
 UltraScale+ CLB ratio, [DERIVED])."""
+
+
+def kv260_use(row: Mapping[str, str]) -> dict[str, float]:
+    """A KV260-table row's use of each resource of :data:`KV260_LIMITS`.
+
+    Args:
+        row: a row (values as CSV text).
+
+    Returns:
+        Per limit key the count used; ``fpga_luts`` is the logic LUTs plus the LUTs the
+        distributed RAMs occupy (``fpga_lutram_luts``), the device's LUT budget covering both.
+    """
+    use = {key: float(row[key]) for key in KV260_LIMITS}
+    use["fpga_luts"] += float(row.get("fpga_lutram_luts") or 0)
+    return use
 
 
 def select_kv260_points(groups: Iterable[str] | None = None) -> list[SynthPoint]:

@@ -288,17 +288,19 @@ def _run_kv260(args: argparse.Namespace) -> int:
         ("DSP48E2", "fpga_dsps"),
         ("BRAM36", "fpga_bram36"),
         ("URAM", "fpga_uram"),
-        ("LUTRAM", "fpga_lutram_cells"),
+        ("LUTRAM cells", "fpga_lutram_cells"),
+        ("LUTRAM LUTs", "fpga_lutram_luts"),
     )
     widths = [max(len(h), *(len(r[k]) for r in rows)) for h, k in cols]
     print("  ".join(h.ljust(w) for (h, _), w in zip(cols, widths, strict=True)))
     for r in rows:
         print("  ".join(r[k].ljust(w) for (_, k), w in zip(cols, widths, strict=True)))
     limits = synth.KV260_LIMITS
-    print("\nshare of the KV260 (XCK26) [DS987]:")
+    print("\nshare of the KV260 (XCK26) [DS987] (luts: logic + LUTRAM LUTs):")
     for r in rows:
+        use = synth.kv260_use(r)
         shares = ", ".join(
-            f"{key.removeprefix('fpga_')} {float(r[key]) / lim:.1%}" for key, lim in limits.items()
+            f"{key.removeprefix('fpga_')} {use[key] / lim:.1%}" for key, lim in limits.items()
         )
         print(f"  {r['top']}: {shares}")
     print(f"({rows[0]['yosys_version']}; Yosys synthesis, not place and route)" if rows else "")

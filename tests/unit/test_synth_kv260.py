@@ -56,6 +56,7 @@ def test_parse_fpga_log_counts_uram_only_when_asked():
         "fpga_bram18": 3,  # RAMB18 + RAMB36 (two halves)
         "fpga_lutram_cells": 0,
         "fpga_uram": 2,
+        "fpga_lutram_luts": 0,
     }
     with pytest.raises(synth.SynthError, match="unexpected Xilinx cell type 'URAM288'"):
         synth.parse_fpga_log(LOG)
@@ -184,3 +185,34 @@ def test_committed_counts_are_consistent(committed):
     assert int(rows["dl_delta_encoder"]["fpga_ffs"]) <= 128 * (1 + 9 + 8 + 8 + 8) + 1 + 8
     # every lane of the softmax unit multiplies (two exponents and the l rescale): DSPs
     assert int(rows["dl_softmax_state"]["fpga_dsps"]) >= 16 * 2
+
+
+def test_lutram_cells_count_their_luts():
+    extra = "".join(f"     {name:<32}{n}\n" for name, n in
+                    (("RAM32M16", 3), ("RAM64M8", 1), ("RAM128X1D", 2)))  # fmt: skip
+    uram = "     URAM288                         2\n"
+    log = LOG.replace(uram, uram + extra)
+    log = log.replace("Number of cells:                 20", "Number of cells:                 26")
+    got = synth.parse_fpga_log(log, uram=True)
+    # [UG574]: RAM32M16 and RAM64M8 take a SLICEM's 8 LUTs, RAM128X1D 4
+    assert got["fpga_lutram_cells"] == 6 and got["fpga_lutram_luts"] == 3 * 8 + 8 + 2 * 4
+    with pytest.raises(synth.SynthError, match="unknown LUT cost 'RAM999M'"):
+        synth.parse_fpga_log(log.replace("RAM128X1D", "RAM999M  "), uram=True)
+
+
+def test_kv260_use_adds_the_lutram_luts_to_the_lut_budget():
+    row = {"fpga_luts": "100", "fpga_lutram_luts": "40", "fpga_ffs": "7", "fpga_dsps": "3",
+           "fpga_bram36": "1.5", "fpga_uram": "2"}  # fmt: skip
+    assert synth.kv260_use(row) == {"fpga_luts": 140.0, "fpga_ffs": 7.0, "fpga_dsps": 3.0,
+                                    "fpga_bram36": 1.5, "fpga_uram": 2.0}  # fmt: skip
+
+
+def test_committed_top_fits_the_kv260(committed):
+    """The attention top at the KV260 configuration inside the XCK26's resources ([DS987])."""
+    rows = {r["top"]: r for r in committed}
+    if "dl_attention_top" in NOT_SYNTHESIZED:
+        assert "dl_attention_top" not in rows
+        return
+    use = synth.kv260_use(rows["dl_attention_top"])
+    over = {k: (v, synth.KV260_LIMITS[k]) for k, v in use.items() if v > synth.KV260_LIMITS[k]}
+    assert not over, f"the attention top overuses the KV260: {over}"
