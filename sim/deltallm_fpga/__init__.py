@@ -23,7 +23,14 @@ from .cycles import (
 )
 from .keys import layer_qk
 from .priced import priced_components
-from .resources import Resources, estimate_resources, fit_problems, mux_luts
+from .resources import (
+    Resources,
+    dsp48e2_tiles,
+    dsp_breakdown,
+    estimate_resources,
+    fit_problems,
+    mux_luts,
+)
 from .result import DeltaFpgaResult
 
 TARGET = SimTarget(
@@ -54,6 +61,8 @@ __all__ = [
     "arch_path",
     "block_constants",
     "blocks_cycles",
+    "dsp48e2_tiles",
+    "dsp_breakdown",
     "estimate_resources",
     "fit_problems",
     "layer_qk",

@@ -171,8 +171,8 @@ def _analytical_compute(arch: DeltaFpgaConfig, ev: DeltaEvents) -> int:
 
 
 def _activity(ev: DeltaEvents, lanes: int) -> dict[str, int]:
-    """On-chip activity of one (layer, KV head): PV lane-MACs, softmax columns, URAM and
-    BRAM bytes read (Δ bitmask + packed 9-bit values of delta columns and V of kept columns
+    """On-chip activity of one (layer, KV head): PV lane-MACs, softmax columns, normalised
+    output elements (L·d_v per query block, padding lanes included), URAM and BRAM bytes read (Δ bitmask + packed 9-bit values of delta columns and V of kept columns
     from URAM; the q block and the exact keys from BRAM)."""
     k = ev.kind
     visited = k > 0
@@ -185,7 +185,7 @@ def _activity(ev: DeltaEvents, lanes: int) -> dict[str, int]:
     bram = ev.n_blocks * lanes * ev.head_dim
     bram += int(np.count_nonzero(k & KIND_EXACT)) * ev.head_dim
     return dict(pv=lanes * ev.value_dim * int(kept.sum()), columns=int(visited.sum()),
-                uram=uram, bram=bram)  # fmt: skip
+                uram=uram, bram=bram, outputs=ev.n_blocks * lanes * ev.value_dim)  # fmt: skip
 
 
 def _qk_issued(ev: DeltaEvents, lanes: int) -> int:
@@ -234,7 +234,7 @@ def simulate(arch: DeltaFpgaConfig, workload: Workload, *, mode: str = "cycle",
     layers = _simulated_layers(model.layers, arch.keys.layers_simulated)
     lanes = arch.datapath.lanes
     comp, load, store, qk = [], [], [], 0
-    act = dict(pv=0, columns=0, uram=0, bram=0)
+    act = dict(pv=0, columns=0, uram=0, bram=0, outputs=0)
     by_tensor: dict[str, int] = {}
     counts = dict(valid=0, fine=0, skipped=0, nz=0, rows=0, visited=0, skip_cols=0)
     for layer in layers:
@@ -285,7 +285,9 @@ def simulate(arch: DeltaFpgaConfig, workload: Workload, *, mode: str = "cycle",
     att = math.ceil(sim_cycles * scale)
     by_tensor = {k: round(v * scale) for k, v in by_tensor.items()}
     ops = dict(mac_operations=round((qk + act["pv"]) * scale),
+               pv_operations=round(act["pv"] * scale),
                softmax_columns=round(act["columns"] * scale),
+               normalized_outputs=round(act["outputs"] * scale),
                uram_read_bytes=round(act["uram"] * scale),
                bram_read_bytes=round(act["bram"] * scale))  # fmt: skip
     return _result(arch, workload, mode, att, linear_cycles, math.ceil(sum(comp) * scale),
@@ -369,7 +371,9 @@ def _result(arch: DeltaFpgaConfig, wl: Workload, mode: str, att: int, linear: in
         qk_mac_reduction=st["qk_mac_reduction"],
         skipped_column_fraction=st["skipped_column_fraction"],
         mac_operations=(ops or {}).get("mac_operations", 0),
+        pv_operations=(ops or {}).get("pv_operations", 0),
         softmax_columns=(ops or {}).get("softmax_columns", 0),
+        normalized_outputs=(ops or {}).get("normalized_outputs", 0),
         uram_read_bytes=(ops or {}).get("uram_read_bytes", 0),
         bram_read_bytes=(ops or {}).get("bram_read_bytes", 0),
     )

@@ -65,15 +65,22 @@ class DatapathConfig:
     Attributes:
         lanes: vector lanes ``L = G·P_q`` (query heads of one KV group x query tokens).
         macs_per_lane: MACs per lane per cycle ``M`` (broadcast (index, value) pairs per cycle).
-        macs_per_dsp: MAC products one DSP48E2 computes per cycle (1; 2 packs two INT8 x INT9
-            products sharing the broadcast operand).
-        exp_dsps_per_lane: DSP48E2 of one lane's 24 x 24 exponent multiplier.
+        macs_per_dsp: MAC products one DSP48E2 computes per cycle (1: one 17 x 9-bit product
+            per MAC, shared by QK and PV, the RTL's; 2 packs two INT8 x INT9 QK products sharing
+            the broadcast operand, which the RTL does not implement).
+        rescale_dsps_per_mac: DSP48E2 of one MAC's output rescale ``o·α`` (40 x 17 bits).
+        exp_dsps_per_lane: DSP48E2 of one lane's softmax multipliers (the two exponent
+            products and the denominator rescale ``ℓ·α``).
+        normalizer_dsps_per_elem: DSP48E2 of one of the normaliser's M output products ``o·r``
+            (40 x 42 bits).
     """
 
     lanes: int = param(ge=1, le=64, doc="vector lanes L")
     macs_per_lane: int = param(ge=1, le=128, doc="MACs per lane per cycle M")
     macs_per_dsp: int = param(default=1, ge=1, le=2, doc="MAC products per DSP48E2")
-    exp_dsps_per_lane: int = param(default=2, ge=0, doc="DSP48E2 per exponent multiplier")
+    rescale_dsps_per_mac: int = param(default=2, ge=0, doc="DSP48E2 per MAC for o·α")
+    exp_dsps_per_lane: int = param(default=6, ge=0, doc="DSP48E2 per lane softmax")
+    normalizer_dsps_per_elem: int = param(default=6, ge=0, doc="DSP48E2 per normaliser product")
 
 
 @dataclass(frozen=True)

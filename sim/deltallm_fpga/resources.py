@@ -34,8 +34,8 @@ from coaccel.config import Problem
 DeltaFpgaConfig = Any
 BufferMapping = Any
 
-__all__ = ["BufferGeometry", "Resources", "buffer_geometries", "estimate_resources",
-           "fit_problems", "memory_cost", "mux_luts"]  # fmt: skip
+__all__ = ["BufferGeometry", "Resources", "buffer_geometries", "dsp48e2_tiles", "dsp_breakdown",
+           "estimate_resources", "fit_problems", "memory_cost", "mux_luts"]  # fmt: skip
 
 # (width bits, depth words) of one RAMB18 ([UG573]); a RAMB36 in simple dual port is 72 x 512.
 _RAMB18_SHAPES = ((1, 16384), (2, 8192), (4, 4096), (9, 2048), (18, 1024), (36, 512))
@@ -157,6 +157,49 @@ def buffer_geometries(cfg: DeltaFpgaConfig) -> list[tuple[BufferGeometry, Buffer
     return rows
 
 
+def dsp48e2_tiles(a_bits: int, b_bits: int) -> int:
+    """DSP48E2 slices of one signed ``a_bits x b_bits`` product split into 27 x 18 tiles.
+
+    A DSP48E2 multiplies a 27-bit by an 18-bit two's-complement operand ([UG579]); a wider
+    operand is cut into a signed top part of 27 (18) bits and unsigned lower parts of 26 (17)
+    bits, the tiles' partial products added in the fabric. The operands may be swapped; the
+    cheaper order counts. This is how Yosys's ``synth_xilinx`` splits the RTL's products (the
+    KV260 table: 40 x 17 -> 2, 25 x 24 -> 2, 33 x 17 -> 2, 40 x 42 -> 6, 17 x 9 -> 1).
+
+    Args:
+        a_bits, b_bits: signed operand widths, >= 2.
+
+    Returns:
+        The tile count.
+    """
+
+    def parts(n: int, top: int) -> int:
+        return 1 if n <= top else 1 + -(-(n - top) // (top - 1))
+
+    return min(parts(a_bits, 27) * parts(b_bits, 18), parts(b_bits, 27) * parts(a_bits, 18))
+
+
+def dsp_breakdown(cfg: DeltaFpgaConfig) -> dict[str, int]:
+    """DSP48E2 slices per unit of the vector processor (their sum is ``Resources.dsps``).
+
+    Args:
+        cfg: a ``delta_vector`` design.
+
+    Returns:
+        ``mac`` (the L x M broadcast multipliers, ``ceil(L·M / macs_per_dsp)``), ``rescale``
+        (``L·M·rescale_dsps_per_mac``, the PV step's ``o·α``), ``softmax``
+        (``L·exp_dsps_per_lane``) and ``normalizer`` (``M·normalizer_dsps_per_elem``).
+    """
+    dp = cfg.datapath
+    macs = dp.lanes * dp.macs_per_lane
+    return {
+        "mac": -(-macs // dp.macs_per_dsp),
+        "rescale": macs * dp.rescale_dsps_per_mac,
+        "softmax": dp.lanes * dp.exp_dsps_per_lane,
+        "normalizer": dp.macs_per_lane * dp.normalizer_dsps_per_elem,
+    }
+
+
 def estimate_resources(cfg: DeltaFpgaConfig) -> Resources:
     """Resource estimate of a design (module docstring).
 
@@ -171,7 +214,7 @@ def estimate_resources(cfg: DeltaFpgaConfig) -> Resources:
         return Resources(luts=0, ffs=0, dsps=cfg.tellme.dsps, bram36=cfg.tellme.bram36, urams=0)
     dp, rm = cfg.datapath, cfg.resource_model
     macs = dp.lanes * dp.macs_per_lane
-    dsps = -(-macs // dp.macs_per_dsp) + dp.exp_dsps_per_lane * dp.lanes
+    dsps = sum(dsp_breakdown(cfg).values())
     luts = (
         macs * 8 * mux_luts(cfg.buffers.max_head_dim)
         + macs * rm.luts_per_mac

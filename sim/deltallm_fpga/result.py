@@ -32,7 +32,9 @@ class DeltaFpgaResult(SimResult):
         skipped_column_fraction: skipped / visited (vector, column) steps.
         fpga_resources: the design's resource estimate (LUT, FF, DSP, BRAM36, URAM).
         mac_operations: lane-MACs the MAC array issued (QK exact and delta, PV), every layer.
+        pv_operations: the PV lane-MACs among them (each also rescales its ``o`` by α).
         softmax_columns: (vector, column) steps of the softmax unit (x L lanes each).
+        normalized_outputs: output elements the normaliser scaled (``L·d_v`` per query block).
         uram_read_bytes: bytes read from the URAM buffers (Δ bitmasks and values, V), B.
         bram_read_bytes: bytes read from the BRAM buffers (q blocks, key window), B.
     """
@@ -52,7 +54,9 @@ class DeltaFpgaResult(SimResult):
     skipped_column_fraction: float
     fpga_resources: Resources
     mac_operations: int = 0
+    pv_operations: int = 0
     softmax_columns: int = 0
+    normalized_outputs: int = 0
     uram_read_bytes: int = 0
     bram_read_bytes: int = 0
 

@@ -36,7 +36,12 @@ def test_energy_is_operations_times_the_table(run):
     busy = res.attention_compute_cycles
     want = {
         "mac_dsp": res.mac_operations * t.value("dsp_energy_pj_per_op") * 1e-12,
-        "exp_dsp": res.softmax_columns * 16 * t.value("dsp_energy_pj_per_op") * 1e-12,
+        # each PV MAC also rescales o (a 40 x 17 product: 2 DSP tiles)
+        "rescale_dsp": res.pv_operations * 2 * t.value("dsp_energy_pj_per_op") * 1e-12,
+        # 16 lanes x 6 DSP tiles (two exponents, the l rescale) per softmax column
+        "exp_dsp": res.softmax_columns * 16 * 6 * t.value("dsp_energy_pj_per_op") * 1e-12,
+        # the normaliser's o * r (40 x 42 bits: 6 tiles) per output element
+        "norm_dsp": res.normalized_outputs * 6 * t.value("dsp_energy_pj_per_op") * 1e-12,
         "bram": res.bram_read_bytes * t.value("bram36_energy_pj_per_byte") * 1e-12,
         "uram": res.uram_read_bytes * t.value("uram_energy_pj_per_byte") * 1e-12,
         "lut": r.luts * busy * t.value("lut_energy_pj_per_cycle") * 1e-12,
@@ -48,6 +53,7 @@ def test_energy_is_operations_times_the_table(run):
         assert cb.energy_j[k] == pytest.approx(v, rel=1e-12), k
         assert cb.sources[k]
     assert res.mac_operations > 0 and res.uram_read_bytes > 0
+    assert 0 < res.pv_operations < res.mac_operations
 
 
 def test_activity_by_hand_on_a_dense_prefill(run):
@@ -64,6 +70,9 @@ def test_activity_by_hand_on_a_dense_prefill(run):
                 for b in range(t // p))  # fmt: skip
     per_head = 16 * 64 * (visited + mixed) + 16 * 64 * visited
     assert res.mac_operations == per_head * 8 * 16  # 8 KV heads, 16 layers
+    assert res.pv_operations == 16 * 64 * visited * 8 * 16
+    # the normaliser scales L·d outputs per query block
+    assert res.normalized_outputs == (t // p) * 16 * 64 * 8 * 16
 
 
 def test_bad_resource_kind():
