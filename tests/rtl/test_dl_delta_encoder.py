@@ -24,7 +24,7 @@ VERILATOR_SMOKE = frozenset({"d16"})
 def test_dl_delta_encoder(sim: str, params: dict, n_seq: int, t_len: int, tmp_path) -> None:
     results = rtlkit.run_cocotb(
         toplevel="dl_delta_encoder",
-        sources=rtlkit.rtl_sources("deltallm", "dl_delta_encoder"),
+        sources=rtlkit.rtl_sources("deltallm", "dl_delta_encoder", "dl_pack"),
         test_module="tb_dl_delta_encoder",
         params=params,
         build_root=tmp_path,
