@@ -1047,7 +1047,7 @@ KV260_GROUPS: Mapping[str, tuple[SynthPoint, ...]] = MappingProxyType(
             _dl(
                 "dl_blocks",
                 "dl_delta_encoder",
-                ("dl_delta_encoder",),
+                ("dl_delta_encoder", "dl_pack"),
                 (("D", 128), ("DW", 9), ("MW", 8), ("TW", 9)),
             ),
             _dl(

@@ -13,8 +13,15 @@
 //   i_valid, i_first, i_dense, i_key [D*8] (int8)  -- one row per cycle, no back-pressure
 //   i_theta [TW] (unsigned key LSBs), i_naive      -- held while a sequence streams
 //   o_valid, o_mask [D] (1 = stored element), o_delta [D*DW] (signed, 0 where not stored),
-//   o_khat [D*MW] (signed reconstruction khat_t), o_nnz (number of stored elements)
+//   o_khat [D*MW] (signed reconstruction khat_t), o_nnz (number of stored elements),
+//   o_packed [D*DW] (the stored deltas front-packed in index order, 0 from slot o_nnz on)
 // Latency 1 (the outputs are registered with the memory update), initiation interval 1.
+//
+// o_packed is the row as the Delta buffer stores it (reference: pack_delta_rows): the bitmask
+// plus only the nnz kept values, slot s holding the element of the s-th lowest set bit, which
+// is the order in which the MAC lanes' priority encoder (dl_prio_enc) consumes them, M per
+// cycle. The compaction network (dl_pack: a prefix count and log2(D) shift stages) works on
+// this cycle's mask and deltas, in the same cycle as the rest of the encoder.
 // Contract: the memory form needs DW >= 9 and MW >= 8 for any int8 keys; the naive form's
 // reconstruction drifts, so it is exact while |khat| < 2^(MW-1) and every delta fits DW.
 module dl_delta_encoder #(
@@ -35,7 +42,8 @@ module dl_delta_encoder #(
     output reg  [D-1:0]         o_mask,
     output reg  [D*DW-1:0]      o_delta,
     output reg  [D*MW-1:0]      o_khat,
-    output reg  [$clog2(D+1)-1:0] o_nnz
+    output reg  [$clog2(D+1)-1:0] o_nnz,
+    output reg  [D*DW-1:0]      o_packed
 );
     // Internal arithmetic width: holds k - khat and k - k_prev for any MW.
     localparam integer AW = (MW > 8 ? MW : 8) + 2;
@@ -47,6 +55,7 @@ module dl_delta_encoder #(
     reg [D*DW-1:0]     delta;
     reg [D*MW-1:0]     khat;
     reg [$clog2(D+1)-1:0] nnz;
+    wire [D*DW-1:0]    packed_row;
 
     integer c;
     reg signed [AW-1:0] k, m, p, e_mem, e_ref, mag;
@@ -74,6 +83,15 @@ module dl_delta_encoder #(
         end
     end
 
+    dl_pack #(
+        .D (D),
+        .DW(DW)
+    ) u_pack (
+        .i_mask  (keep),
+        .i_data  (delta),
+        .o_packed(packed_row)
+    );
+
     always @(posedge i_clk) begin
         if (i_rst) begin
             o_valid <= 1'b0;
@@ -81,6 +99,7 @@ module dl_delta_encoder #(
             o_delta <= {D*DW{1'b0}};
             o_khat  <= {D*MW{1'b0}};
             o_nnz   <= 0;
+            o_packed <= {D*DW{1'b0}};
             mem     <= {D*MW{1'b0}};
             prev    <= {D*8{1'b0}};
         end else begin
@@ -90,6 +109,7 @@ module dl_delta_encoder #(
                 o_delta <= delta;
                 o_khat  <= khat;
                 o_nnz   <= nnz;
+                o_packed <= packed_row;
                 mem     <= khat;
                 prev    <= i_key;
             end

@@ -180,9 +180,10 @@ def test_committed_counts_are_consistent(committed):
     rows = {r["top"]: r for r in committed}
     # the exp2 unit is a 256 x 16 bit table and a shifter: logic only
     assert int(rows["dl_exp2"]["fpga_dsps"]) == 0 and int(rows["dl_exp2"]["fpga_ffs"]) == 0
-    # the encoder registers its outputs and memory: D x (1 + 9 + 8) output bits, the D x 8 bit
-    # memory and previous key, the valid bit and the nnz count (8 bits at D = 128)
-    assert int(rows["dl_delta_encoder"]["fpga_ffs"]) <= 128 * (1 + 9 + 8 + 8 + 8) + 1 + 8
+    # the encoder registers its outputs and memory: D x (1 + 9 + 8 + 9) output bits (mask, deltas,
+    # k-hat, packed row), the D x 8 bit memory and previous key, the valid bit and the nnz count
+    # (8 bits at D = 128)
+    assert int(rows["dl_delta_encoder"]["fpga_ffs"]) <= 128 * (1 + 9 + 8 + 9 + 8 + 8) + 1 + 8
     # every lane of the softmax unit multiplies (two exponents and the l rescale): DSPs
     assert int(rows["dl_softmax_state"]["fpga_dsps"]) >= 16 * 2
 
