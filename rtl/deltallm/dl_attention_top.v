@@ -152,7 +152,7 @@ module dl_attention_top #(
         .i_p(pv_comb ? sm_p : p_reg), .i_alpha(pv_comb ? sm_alpha : a_reg),
         .i_clear_o(clear_o), .o_mask_rest(mask_rest), .o_exact(), .o_chain(),
         .o_exact_next(exact_nx), .o_chain_next(chain_nx),
-        .i_rd_lane(lane), .i_rd_chunk(chunk), .o_rd(o_rd)
+        .i_rd_lane(lane), .o_rd(o_rd)
     );
 
     reg          upd;          // the softmax step of column j runs this cycle

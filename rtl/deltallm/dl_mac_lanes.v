@@ -21,11 +21,12 @@
 // One multiplier per MAC serves every operation: its operands are (q_l[idx_m], value m) for a
 // score and (p_l, v[c]) for PV, 17 x RW bits signed (one DSP48E2); the o rescale o * alpha is a
 // second, OW x 17-bit product per MAC.
-// i_clear_o zeroes every o (start of a query block; o is held in one NC-word memory per lane,
-// and a per-word flag makes a cleared word read as 0). Query load, element-major: i_q_we writes
+// i_clear_o zeroes every o (start of a query block; o is held in one NC-word LUTRAM per lane,
+// and a per-word flag makes a cleared word count as 0: scaled by alpha = 0 in PV, 0 on o_rd). Query load, element-major: i_q_we writes
 // element i_q_elem of the M lanes of group i_q_group (lanes i_q_group*M + s, s = 0..M-1, from
 // i_q_data[8*s +: 8]; lanes past L ignored), so a query block loads in D*ceil(L/M) cycles, one
-// LUTRAM write per lane per cycle. Read port: o_rd = o[i_rd_lane][i_rd_chunk*M +: M]
+// LUTRAM write per lane per cycle. Read port: o_rd = o[i_rd_lane][i_chunk*M +: M] (the
+// operation's own chunk address: one LUTRAM read port per lane serves PV and the read-out)
 // (combinational). All accumulator updates take effect at the edge that samples the operation
 // (latency 1, one operation per cycle); o_exact_next / o_chain_next show the values they take at
 // that edge (combinational).
@@ -59,7 +60,6 @@ module dl_mac_lanes #(
     output wire [L*SW-1:0]       o_exact_next,
     output wire [L*SW-1:0]       o_chain_next,
     input  wire [$clog2(L > 1 ? L : 2)-1:0] i_rd_lane,
-    input  wire [$clog2(D/M > 1 ? D/M : 2)-1:0] i_rd_chunk,
     output wire [M*OW-1:0]       o_rd
 );
     localparam integer IW = $clog2(D);
@@ -112,13 +112,18 @@ module dl_mac_lanes #(
             assign a_next[SW*gl +: SW] =
                 (i_op == OP_DELTA) ? (i_clear ? 0 : $signed(o_chain[SW*gl +: SW])) + sum :
                 (i_op == OP_EXACT && i_load_chain) ? e_new : o_chain[SW*gl +: SW];
+            // o: LUTRAM words initialised to 0 (the FPGA loads the LUTs' INIT at configuration).
+            // A word not written since i_clear_o is scaled by alpha = 0 instead of being
+            // gated to 0 (17 gates per lane, not M*OW), so its old contents never reach o.
             reg [M*OW-1:0] om [0:NC-1];
-            wire [M*OW-1:0] o_cur = o_live[NC*gl + i_chunk] ? om[i_chunk] : {M*OW{1'b0}};
-            assign o_rd_all[OW*M*gl +: OW*M] =
-                o_live[NC*gl + i_rd_chunk] ? om[i_rd_chunk] : {M*OW{1'b0}};
+            integer w;
+            initial for (w = 0; w < NC; w = w + 1) om[w] = {M*OW{1'b0}};
+            wire [M*OW-1:0] o_cur = om[i_chunk];
+            wire signed [16:0] a_eff =
+                o_live[NC*gl + i_chunk] ? $signed({1'b0, i_alpha[16*gl +: 16]}) : 17'sd0;
+            assign o_rd_all[OW*M*gl +: OW*M] = o_cur;
             for (gm = 0; gm < M; gm = gm + 1) begin : g_pv
-                wire signed [OW+17:0] scaled = $signed(o_cur[OW*gm +: OW]) *
-                                               $signed({1'b0, i_alpha[16*gl +: 16]});
+                wire signed [OW+17:0] scaled = $signed(o_cur[OW*gm +: OW]) * a_eff;
                 assign pv_new[OW*(M*gl + gm) +: OW] = (scaled >>> 15) + prod[gm];
             end
             always @(posedge i_clk)
@@ -144,5 +149,7 @@ module dl_mac_lanes #(
     end
     assign o_exact_next = (i_valid && i_op != OP_PV) ? e_next : o_exact;
     assign o_chain_next = (i_valid && i_op != OP_PV) ? a_next : o_chain;
-    assign o_rd = o_rd_all[OW*M*i_rd_lane +: OW*M];
+    // the read port: the selected lane's word, 0 if not written since i_clear_o
+    assign o_rd = o_live[NC*i_rd_lane + i_chunk] ? o_rd_all[OW*M*i_rd_lane +: OW*M]
+                                                    : {M*OW{1'b0}};
 endmodule

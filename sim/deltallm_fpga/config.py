@@ -161,11 +161,13 @@ class BuffersConfig:
         max_head_dim: head dimension the buffers are sized for, elements.
         max_window_tokens: largest exact window W the key-window buffer holds, tokens.
         q: the next query block's q values (``L x d`` INT8).
-        lane_q: the lanes' own q registers (read through the operand mux every cycle).
+        lane_q: the lanes' own q: ``lutram`` keeps one d-word copy per MAC read port (the
+            RTL's, loaded element-major), ``ff`` holds it in registers behind a d:1 mux per MAC.
         delta: Δ bitmasks (``d`` bits per key) and packed 9-bit nonzeros (worst case dense).
         key_window: the exact keys of the window (``(W + P_q - 1) x d`` INT8).
         v: values (``T x d`` INT8).
-        out_acc: output accumulators (``L x d x 40`` bits).
+        out_acc: output accumulators (``L x d x 40`` bits); ``lutram`` keeps one ``d/M``-word
+            memory per lane twice (two read ports: the PV update and the output read).
         exp_lut: the 256 x 16-bit exp2 table, one read port per lane.
     """
 
@@ -286,20 +288,42 @@ class TellmeConfig:
 class ResourceModelConfig:
     """Coefficients of the resource estimate (:mod:`.resources`).
 
+    The per-unit coefficients are the Yosys counts of the RTL's units at the KV260
+    configuration divided by their natural size (``rtl/synth/deltallm_kv260.csv``,
+    docs/synthesis.md §6.2); the system terms cover what the RTL does not contain.
+
     Attributes:
-        luts_per_mac: LUTs of one MAC's operand handling besides its d:1 mux (pipeline,
-            sign handling).
-        luts_per_lane_softmax: LUTs of one lane's max, compare, rescale and control.
-        control_luts: LUTs of the sequencer, AXI/DMA and bitmask priority encoders.
+        luts_per_mac: logic LUTs per MAC of the broadcast array: operand select, adder tree,
+            accumulators, the PV add and the o·α partial-product adds (the priority encoder and
+            the LUTRAMs are counted apart).
+        ffs_per_mac: flip-flops per MAC (the accumulators and the o-word flags).
+        prio_luts_per_bit: LUTs of the bitmask priority encoder per mask bit and pair
+            (``d·M`` bits x pairs: each of the M pairs scans the d-bit mask).
+        luts_per_lane_softmax: LUTs of one lane of the softmax unit (max, exponent products'
+            adds, exp2 table, skip, denominator).
+        ffs_per_lane_softmax: flip-flops of one lane of the softmax unit.
+        luts_per_lane_normalizer: LUTs of one lane's reciprocal divider and its share of the
+            output scaling.
+        ffs_per_lane_normalizer: flip-flops of the same.
+        control_luts: LUTs of the query-block sequencer, the stream handshakes and the lane
+            regions (the attention top's control).
         control_ffs: flip-flops of the same.
-        ffs_per_mac: pipeline flip-flops per MAC.
+        system_luts: LUTs outside the attention datapath: AXI/DMA, the Δ/V/q buffer address
+            generation and the host interface (not in the RTL).
+        system_ffs: flip-flops of the same.
     """
 
-    luts_per_mac: int = param(default=16, ge=0, doc="LUTs per MAC besides its mux")
+    luts_per_mac: int = param(default=16, ge=0, doc="logic LUTs per MAC")
+    ffs_per_mac: int = param(default=24, ge=0, doc="flip-flops per MAC")
+    prio_luts_per_bit: float = param(default=0.0, ge=0, doc="priority-encoder LUTs per bit")
     luts_per_lane_softmax: int = param(default=400, ge=0, doc="LUTs per lane softmax")
-    control_luts: int = param(default=8000, ge=0, doc="sequencer, DMA, encoders")
-    control_ffs: int = param(default=12000, ge=0, doc="sequencer, DMA, encoders")
-    ffs_per_mac: int = param(default=24, ge=0, doc="pipeline flip-flops per MAC")
+    ffs_per_lane_softmax: int = param(default=0, ge=0, doc="flip-flops per lane softmax")
+    luts_per_lane_normalizer: int = param(default=0, ge=0, doc="LUTs per lane normaliser")
+    ffs_per_lane_normalizer: int = param(default=0, ge=0, doc="flip-flops per lane normaliser")
+    control_luts: int = param(default=0, ge=0, doc="attention-top control LUTs")
+    control_ffs: int = param(default=0, ge=0, doc="attention-top control flip-flops")
+    system_luts: int = param(default=8000, ge=0, doc="AXI/DMA, buffers' control, host")
+    system_ffs: int = param(default=12000, ge=0, doc="AXI/DMA, buffers' control, host")
 
 
 @dataclass(frozen=True)

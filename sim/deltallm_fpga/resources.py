@@ -137,7 +137,13 @@ def buffer_geometries(cfg: DeltaFpgaConfig) -> list[tuple[BufferGeometry, Buffer
     words = -(-d // m)
     rows = [
         (BufferGeometry("q", 8 * ql, -(-lanes * d // ql), dbl["q"]), b.q),
-        (BufferGeometry("lane_q", 8 * d, 1, lanes * dbl["lane_q"]), b.lane_q),
+        # LUTRAM: one d-word copy per MAC read port; registers: one row per lane (d:1 muxes)
+        (
+            BufferGeometry("lane_q", 8, d, lanes * m * dbl["lane_q"])
+            if b.lane_q.memory == "lutram"
+            else BufferGeometry("lane_q", 8 * d, 1, lanes * dbl["lane_q"]),
+            b.lane_q,
+        ),
         (BufferGeometry("delta.mask", d, t, dbl["delta"]), b.delta),
         (BufferGeometry("delta.values", 9 * m, t * words, dbl["delta"]), b.delta),
         (
@@ -147,7 +153,14 @@ def buffer_geometries(cfg: DeltaFpgaConfig) -> list[tuple[BufferGeometry, Buffer
             b.key_window,
         ),  # fmt: skip
         (BufferGeometry("v", 8 * m, t * words, dbl["v"]), b.v),
-        (BufferGeometry("out_acc", 40 * m, words, lanes * dbl["out_acc"]), b.out_acc),
+        # LUTRAM has one read port per copy: the PV update and the output read take two
+        (
+            BufferGeometry(
+                "out_acc", 40 * m, words,
+                lanes * dbl["out_acc"] * (2 if b.out_acc.memory == "lutram" else 1),
+            ),
+            b.out_acc,
+        ),  # fmt: skip
     ]
     # one exp2 read per lane per cycle: a true dual-port BRAM serves two lanes, LUTRAM one
     ports = 2 if b.exp_lut.memory == "bram" else 1
@@ -214,14 +227,24 @@ def estimate_resources(cfg: DeltaFpgaConfig) -> Resources:
         return Resources(luts=0, ffs=0, dsps=cfg.tellme.dsps, bram36=cfg.tellme.bram36, urams=0)
     dp, rm = cfg.datapath, cfg.resource_model
     macs = dp.lanes * dp.macs_per_lane
+    d = cfg.buffers.max_head_dim
     dsps = sum(dsp_breakdown(cfg).values())
     luts = (
-        macs * 8 * mux_luts(cfg.buffers.max_head_dim)
-        + macs * rm.luts_per_mac
-        + dp.lanes * rm.luts_per_lane_softmax
+        macs * rm.luts_per_mac
+        + round(rm.prio_luts_per_bit * d * dp.macs_per_lane)
+        + dp.lanes * (rm.luts_per_lane_softmax + rm.luts_per_lane_normalizer)
         + rm.control_luts
+        + rm.system_luts
     )
-    ffs = macs * rm.ffs_per_mac + rm.control_ffs
+    if cfg.buffers.lane_q.memory != "lutram":
+        # q in registers: each MAC selects its 8-bit operand through a d:1 mux
+        luts += macs * 8 * mux_luts(d)
+    ffs = (
+        macs * rm.ffs_per_mac
+        + dp.lanes * (rm.ffs_per_lane_softmax + rm.ffs_per_lane_normalizer)
+        + rm.control_ffs
+        + rm.system_ffs
+    )
     bram, uram = 0.0, 0
     for geo, mapping in buffer_geometries(cfg):
         b36, u, lut, ff = memory_cost(mapping.memory, geo.width_bits, geo.depth)

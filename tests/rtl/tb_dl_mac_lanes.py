@@ -32,7 +32,7 @@ from coaccel.models.deltallm import pack_delta_rows
 OP_EXACT, OP_DELTA, OP_PV = 0, 1, 2
 INPUTS = ("i_q_we", "i_q_elem", "i_q_group", "i_q_data", "i_valid", "i_op", "i_clear",
           "i_load_chain", "i_chunk", "i_row", "i_mask", "i_p", "i_alpha", "i_clear_o",
-          "i_rd_lane", "i_rd_chunk")  # fmt: skip
+          "i_rd_lane")  # fmt: skip
 OUTPUTS = ("o_mask_rest", "o_exact", "o_chain", "o_rd")
 
 
@@ -111,7 +111,7 @@ async def _block(arr: _Array, b: stim.BlockCase) -> dict:
     for lane in range(lanes):
         for c in range(nc):
             dut.i_rd_lane.value = lane
-            dut.i_rd_chunk.value = c
+            dut.i_chunk.value = c
             await ReadOnly()
             o_got[lane, c * m_n : (c + 1) * m_n] = rtlkit.unpack_lanes(
                 int(dut.o_rd.value), ow, m_n, signed=True
