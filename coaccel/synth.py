@@ -739,15 +739,32 @@ def parse_fpga_log(log: str, what: str = "fpga", *, uram: bool = False) -> dict[
 
 
 def _run_yosys(
-    yosys: str, script: str, work: Path, name: str, timeout_s: float, *, reuse: bool = False
+    yosys: str,
+    script: str,
+    work: Path,
+    name: str,
+    timeout_s: float,
+    *,
+    reuse: bool = False,
+    sources_key: str = "",
 ) -> str:
     work.mkdir(parents=True, exist_ok=True)
     ys = work / f"{name}.ys"
     log = work / f"{name}.log"
-    if reuse and ys.is_file() and log.is_file() and ys.read_text() == script:
+    key = work / f"{name}.sources"
+    if (
+        reuse
+        and ys.is_file()
+        and log.is_file()
+        and key.is_file()
+        and ys.read_text() == script
+        and key.read_text() == sources_key
+    ):
         text = log.read_text()
-        if "End of script." in text:  # a finished run of exactly this script: the cache
+        # a finished run of exactly this script on exactly these sources: the cache
+        if "End of script." in text:
             return text
+    key.unlink(missing_ok=True)
     ys.write_text(script)
     try:
         proc = subprocess.run(
@@ -763,6 +780,7 @@ def _run_yosys(
     if proc.returncode != 0:
         tail = (proc.stderr or text)[-2000:]
         raise SynthError(f"{work.name}/{name}: Yosys exited with {proc.returncode}:\n{tail}")
+    key.write_text(sources_key)
     return text
 
 
@@ -1061,6 +1079,17 @@ KV260_GROUPS: Mapping[str, tuple[SynthPoint, ...]] = MappingProxyType(
             _dl("dl_blocks", "dl_mac_lanes", ("dl_mac_lanes", "dl_prio_enc"), _KV260),
         ),
         "dl_top": (_dl("dl_top", "dl_attention_top", _DL_TOP_MODULES, (*_KV260, ("PQ", 4))),),
+        # Smaller MAC arrays and softmax units: how the counts scale with L, M and d (the
+        # simulator's resource estimate is checked against them, docs/synthesis.md §6.2).
+        "dl_scale": (
+            _dl("dl_scale", "dl_mac_lanes", ("dl_mac_lanes", "dl_prio_enc"),
+                (("D", 128), ("L", 4), ("M", 16))),
+            _dl("dl_scale", "dl_mac_lanes", ("dl_mac_lanes", "dl_prio_enc"),
+                (("D", 64), ("L", 8), ("M", 8))),
+            _dl("dl_scale", "dl_softmax_state", ("dl_softmax_state", "dl_exp2"),
+                (("PIPE", 1), ("L", 4))),
+            _dl("dl_scale", "dl_normalizer", ("dl_normalizer",), (("L", 4), ("M", 8))),
+        ),  # fmt: skip
     }
 )
 """The DeltaLLM design points of the KV260 table (``coaccel synth --target deltallm``)."""
@@ -1146,8 +1175,9 @@ def synthesize_kv260(
         work_dir: scratch folder; the script and log go to ``work_dir / point.slug``.
         yosys: the Yosys executable; ``version`` its version line.
         timeout_s: wall-clock limit of the run, seconds.
-        reuse_logs: reuse a finished log of exactly the same script in ``work_dir`` instead of
-            running Yosys again (the top takes long on a small machine).
+        reuse_logs: reuse a finished log of exactly the same script run on sources of the same
+            digest (:func:`source_digest`, kept beside the log) instead of running Yosys again
+            (the top takes long on a small machine); a log without its digest is rerun.
 
     Returns:
         The row: a dict over :data:`KV260_COLUMNS`, values as CSV text.
@@ -1157,7 +1187,8 @@ def synthesize_kv260(
     """
     work = Path(work_dir) / point.slug
     digest = source_digest(point, rtl_dir, asic=False)
-    log = _run_yosys(yosys, fpga_script(point, rtl_dir), work, "fpga", timeout_s, reuse=reuse_logs)
+    log = _run_yosys(yosys, fpga_script(point, rtl_dir), work, "fpga", timeout_s,
+                     reuse=reuse_logs, sources_key=digest)  # fmt: skip
     fpga = parse_fpga_log(log, f"{point.slug} fpga", uram=True)
     if fpga["fpga_bram18"] % 2:
         bram36 = f"{fpga['fpga_bram18'] / 2:g}"

@@ -29,6 +29,7 @@ from .resources import (
     dsp_breakdown,
     estimate_resources,
     fit_problems,
+    logic_breakdown,
     mux_luts,
 )
 from .result import DeltaFpgaResult
@@ -64,6 +65,7 @@ __all__ = [
     "dsp48e2_tiles",
     "dsp_breakdown",
     "estimate_resources",
+    "logic_breakdown",
     "fit_problems",
     "layer_qk",
     "linear_macs_per_token",

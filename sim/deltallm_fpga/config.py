@@ -166,8 +166,8 @@ class BuffersConfig:
         delta: Δ bitmasks (``d`` bits per key) and packed 9-bit nonzeros (worst case dense).
         key_window: the exact keys of the window (``(W + P_q - 1) x d`` INT8).
         v: values (``T x d`` INT8).
-        out_acc: output accumulators (``L x d x 40`` bits); ``lutram`` keeps one ``d/M``-word
-            memory per lane twice (two read ports: the PV update and the output read).
+        out_acc: output accumulators (``L x d x 40`` bits): one ``d/M``-word memory per lane
+            (the RTL's LUTRAM has one read port, at the operation's chunk).
         exp_lut: the 256 x 16-bit exp2 table, one read port per lane.
     """
 

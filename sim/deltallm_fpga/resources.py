@@ -35,13 +35,15 @@ DeltaFpgaConfig = Any
 BufferMapping = Any
 
 __all__ = ["BufferGeometry", "Resources", "buffer_geometries", "dsp48e2_tiles", "dsp_breakdown",
-           "estimate_resources", "fit_problems", "memory_cost", "mux_luts"]  # fmt: skip
+           "estimate_resources", "fit_problems", "logic_breakdown", "memory_cost",
+           "mux_luts"]  # fmt: skip
 
 # (width bits, depth words) of one RAMB18 ([UG573]); a RAMB36 in simple dual port is 72 x 512.
 _RAMB18_SHAPES = ((1, 16384), (2, 8192), (4, 4096), (9, 2048), (18, 1024), (36, 512))
 _RAMB36_SDP = (72, 512)
 _URAM = (72, 4096)
 _LUTRAM_DEPTH = 64
+_LUTRAM_SHALLOW = 32
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,9 @@ def memory_cost(memory: str, width_bits: int, depth: int) -> tuple[float, int, i
     if memory == "uram":
         return 0.0, math.ceil(width_bits / _URAM[0]) * math.ceil(depth / _URAM[1]), 0, 0
     if memory == "lutram":
+        if depth <= _LUTRAM_SHALLOW:
+            # RAM32M16 / RAM32M: two bits per LUT at 32 words
+            return 0.0, 0, math.ceil(width_bits / 2), 0
         return 0.0, 0, width_bits * math.ceil(depth / _LUTRAM_DEPTH), 0
     return 0.0, 0, 0, width_bits * depth
 
@@ -153,14 +158,7 @@ def buffer_geometries(cfg: DeltaFpgaConfig) -> list[tuple[BufferGeometry, Buffer
             b.key_window,
         ),  # fmt: skip
         (BufferGeometry("v", 8 * m, t * words, dbl["v"]), b.v),
-        # LUTRAM has one read port per copy: the PV update and the output read take two
-        (
-            BufferGeometry(
-                "out_acc", 40 * m, words,
-                lanes * dbl["out_acc"] * (2 if b.out_acc.memory == "lutram" else 1),
-            ),
-            b.out_acc,
-        ),  # fmt: skip
+        (BufferGeometry("out_acc", 40 * m, words, lanes * dbl["out_acc"]), b.out_acc),
     ]
     # one exp2 read per lane per cycle: a true dual-port BRAM serves two lanes, LUTRAM one
     ports = 2 if b.exp_lut.memory == "bram" else 1
@@ -213,6 +211,51 @@ def dsp_breakdown(cfg: DeltaFpgaConfig) -> dict[str, int]:
     }
 
 
+def logic_breakdown(cfg: DeltaFpgaConfig, what: str) -> dict[str, int]:
+    """Logic LUTs or flip-flops per unit of the vector processor, buffers not included.
+
+    Args:
+        cfg: a ``delta_vector`` design.
+        what: ``"luts"`` or ``"ffs"``.
+
+    Returns:
+        ``mac`` (``L·M·luts_per_mac``, plus ``8·mux(d)`` per MAC when q is held in registers),
+        ``prio`` (``prio_luts_per_bit·d·M``; no flip-flops), ``softmax`` and ``normalizer``
+        (per lane), ``control`` (the attention top's sequencer) and ``system`` (outside the
+        RTL). With the buffers (:func:`buffer_geometries`) they make ``Resources.luts`` /
+        ``Resources.ffs``.
+
+    Raises:
+        ValueError: ``what`` is neither.
+    """
+    if what not in ("luts", "ffs"):
+        raise ValueError(f"what: {what!r}; valid: luts, ffs")
+    dp, rm = cfg.datapath, cfg.resource_model
+    macs = dp.lanes * dp.macs_per_lane
+    d = cfg.buffers.max_head_dim
+    if what == "luts":
+        mac = macs * rm.luts_per_mac
+        if cfg.buffers.lane_q.memory != "lutram":
+            # q in registers: each MAC selects its 8-bit operand through a d:1 mux
+            mac += macs * 8 * mux_luts(d)
+        return {
+            "mac": mac,
+            "prio": round(rm.prio_luts_per_bit * d * dp.macs_per_lane),
+            "softmax": dp.lanes * rm.luts_per_lane_softmax,
+            "normalizer": dp.lanes * rm.luts_per_lane_normalizer,
+            "control": rm.control_luts,
+            "system": rm.system_luts,
+        }
+    return {
+        "mac": macs * rm.ffs_per_mac,
+        "prio": 0,
+        "softmax": dp.lanes * rm.ffs_per_lane_softmax,
+        "normalizer": dp.lanes * rm.ffs_per_lane_normalizer,
+        "control": rm.control_ffs,
+        "system": rm.system_ffs,
+    }
+
+
 def estimate_resources(cfg: DeltaFpgaConfig) -> Resources:
     """Resource estimate of a design (module docstring).
 
@@ -225,26 +268,9 @@ def estimate_resources(cfg: DeltaFpgaConfig) -> Resources:
     """
     if cfg.engine == "tellme_v2" and cfg.tellme is not None:
         return Resources(luts=0, ffs=0, dsps=cfg.tellme.dsps, bram36=cfg.tellme.bram36, urams=0)
-    dp, rm = cfg.datapath, cfg.resource_model
-    macs = dp.lanes * dp.macs_per_lane
-    d = cfg.buffers.max_head_dim
     dsps = sum(dsp_breakdown(cfg).values())
-    luts = (
-        macs * rm.luts_per_mac
-        + round(rm.prio_luts_per_bit * d * dp.macs_per_lane)
-        + dp.lanes * (rm.luts_per_lane_softmax + rm.luts_per_lane_normalizer)
-        + rm.control_luts
-        + rm.system_luts
-    )
-    if cfg.buffers.lane_q.memory != "lutram":
-        # q in registers: each MAC selects its 8-bit operand through a d:1 mux
-        luts += macs * 8 * mux_luts(d)
-    ffs = (
-        macs * rm.ffs_per_mac
-        + dp.lanes * (rm.ffs_per_lane_softmax + rm.ffs_per_lane_normalizer)
-        + rm.control_ffs
-        + rm.system_ffs
-    )
+    luts = sum(logic_breakdown(cfg, "luts").values())
+    ffs = sum(logic_breakdown(cfg, "ffs").values())
     bram, uram = 0.0, 0
     for geo, mapping in buffer_geometries(cfg):
         b36, u, lut, ff = memory_cost(mapping.memory, geo.width_bits, geo.depth)

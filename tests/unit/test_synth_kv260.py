@@ -3,7 +3,8 @@
 * The FPGA-log parser counts UltraRAM only when asked (the HBQ table keeps rejecting it).
 * The KV260 design points read their sources from ``rtl/deltallm/`` and the ``-abc9`` template;
   their digest covers exactly those files.
-* A finished log of the same script is reused (no Yosys run), a different script is not.
+* A finished log of the same script on sources of the same digest is reused (no Yosys run);
+  a different script, other sources or a log without its digest are not.
 * The committed ``rtl/synth/deltallm_kv260.csv`` has the documented columns, covers every point,
   is not older than its RTL, carries the Yosys version, and fits the KV260.
 """
@@ -100,6 +101,8 @@ def test_a_finished_log_of_the_same_script_is_reused(tmp_path):
     work.mkdir()
     (work / "fpga.ys").write_text(synth.fpga_script(point, ROOT / "rtl"))
     (work / "fpga.log").write_text(LOG)
+    digest = synth.source_digest(point, ROOT / "rtl", asic=False)
+    (work / "fpga.sources").write_text(digest)
     row = synth.synthesize_kv260(
         point,
         rtl_dir=ROOT / "rtl",
@@ -110,7 +113,32 @@ def test_a_finished_log_of_the_same_script_is_reused(tmp_path):
     )
     assert (row["fpga_luts"], row["fpga_uram"], row["fpga_bram36"]) == ("6", "2", "1.5")
     assert row["rtl_digest"] == synth.source_digest(point, ROOT / "rtl", asic=False)
+    # the same script on other sources (an edited Verilog file) is run again
+    (work / "fpga.sources").write_text("0123456789abcdef")
+    with pytest.raises(FileNotFoundError):
+        synth.synthesize_kv260(
+            point,
+            rtl_dir=ROOT / "rtl",
+            work_dir=tmp_path,
+            yosys="/nonexistent/yosys",
+            version="Yosys test",
+            reuse_logs=True,
+        )
+    # ... and so is a log whose sources are not recorded
+    (work / "fpga.ys").write_text(synth.fpga_script(point, ROOT / "rtl"))
+    (work / "fpga.log").write_text(LOG)
+    with pytest.raises(FileNotFoundError):
+        synth.synthesize_kv260(
+            point,
+            rtl_dir=ROOT / "rtl",
+            work_dir=tmp_path,
+            yosys="/nonexistent/yosys",
+            version="Yosys test",
+            reuse_logs=True,
+        )
     (work / "fpga.ys").write_text("# another script\n")
+    (work / "fpga.log").write_text(LOG)
+    (work / "fpga.sources").write_text(digest)
     with pytest.raises(FileNotFoundError):
         synth.synthesize_kv260(
             point,
