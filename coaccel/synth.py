@@ -1082,12 +1082,24 @@ KV260_GROUPS: Mapping[str, tuple[SynthPoint, ...]] = MappingProxyType(
         # Smaller MAC arrays and softmax units: how the counts scale with L, M and d (the
         # simulator's resource estimate is checked against them, docs/synthesis.md §6.2).
         "dl_scale": (
-            _dl("dl_scale", "dl_mac_lanes", ("dl_mac_lanes", "dl_prio_enc"),
-                (("D", 128), ("L", 4), ("M", 16))),
-            _dl("dl_scale", "dl_mac_lanes", ("dl_mac_lanes", "dl_prio_enc"),
-                (("D", 64), ("L", 8), ("M", 8))),
-            _dl("dl_scale", "dl_softmax_state", ("dl_softmax_state", "dl_exp2"),
-                (("PIPE", 1), ("L", 4))),
+            _dl(
+                "dl_scale",
+                "dl_mac_lanes",
+                ("dl_mac_lanes", "dl_prio_enc"),
+                (("D", 128), ("L", 4), ("M", 16)),
+            ),
+            _dl(
+                "dl_scale",
+                "dl_mac_lanes",
+                ("dl_mac_lanes", "dl_prio_enc"),
+                (("D", 64), ("L", 8), ("M", 8)),
+            ),
+            _dl(
+                "dl_scale",
+                "dl_softmax_state",
+                ("dl_softmax_state", "dl_exp2"),
+                (("PIPE", 1), ("L", 4)),
+            ),
             _dl("dl_scale", "dl_normalizer", ("dl_normalizer",), (("L", 4), ("M", 8))),
         ),  # fmt: skip
     }

@@ -172,8 +172,9 @@ def _analytical_compute(arch: DeltaFpgaConfig, ev: DeltaEvents) -> int:
 
 def _activity(ev: DeltaEvents, lanes: int) -> dict[str, int]:
     """On-chip activity of one (layer, KV head): PV lane-MACs, softmax columns, normalised
-    output elements (L·d_v per query block, padding lanes included), URAM and BRAM bytes read (Δ bitmask + packed 9-bit values of delta columns and V of kept columns
-    from URAM; the q block and the exact keys from BRAM)."""
+    output elements (L·d_v per query block, padding lanes included), URAM and BRAM bytes read
+    (Δ bitmask + packed 9-bit values of delta columns and V of kept columns from URAM; the q
+    block and the exact keys from BRAM)."""
     k = ev.kind
     visited = k > 0
     kept = visited & ((k & KIND_SKIPPED) == 0)

@@ -1,10 +1,10 @@
 """The DeltaLLM FPGA design (and a run of it) as the cost model's typed input.
 
 FPGA designs are priced in resources (:class:`~coaccel.sim.common.FpgaResourceUse`): the DSP48E2
-of the MAC array, the output rescale, the softmax unit and the normaliser, the BRAM and URAM buffers, the LUTs and
-flip-flops, each with the run's activity on it (MACs, bytes read, busy cycles), plus the DDR4
-traffic (:class:`~coaccel.sim.common.OffChipUse`). ``coaccel.cost.price`` turns them into
-resource counts and energy with sources.
+of the MAC array, the output rescale, the softmax unit and the normaliser, the BRAM and URAM
+buffers, the LUTs and flip-flops, each with the run's activity on it (DSP operations, bytes read,
+busy cycles), plus the DDR4 traffic (:class:`~coaccel.sim.common.OffChipUse`).
+``coaccel.cost.price`` turns them into resource counts and energy with sources.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ def priced_components(
         The :class:`~coaccel.sim.common.PricedComponents` (``fpga`` components: ``mac_dsp``,
         ``rescale_dsp``, ``exp_dsp``, ``norm_dsp``, ``bram``, ``uram``, ``lut``, ``ff``, with
         activity in DSP operations, one per product tile and use; for the TeLLMe-v2 engine
-        only its DSP and BRAM counts; ``offchip``: the DDR4). Energy covers the attention engine over
-        the attention time (the linear-layer engine is not part of the design's resources).
+        only its DSP and BRAM counts; ``offchip``: the DDR4). Energy covers the attention
+        engine over the attention time (the linear-layer engine is not part of the design's
+        resources).
     """
     r = estimate_resources(arch)
     dp = arch.datapath
@@ -51,10 +52,12 @@ def priced_components(
         fpga = (
             FpgaResourceUse("mac_dsp", "dsp", dsp["mac"], result.mac_operations if result else 0),
             FpgaResourceUse("rescale_dsp", "dsp", dsp["rescale"], pv * dp.rescale_dsps_per_mac),
-            FpgaResourceUse("exp_dsp", "dsp", dsp["softmax"],
-                            cols * dp.lanes * dp.exp_dsps_per_lane),
-            FpgaResourceUse("norm_dsp", "dsp", dsp["normalizer"],
-                            outs * dp.normalizer_dsps_per_elem),
+            FpgaResourceUse(
+                "exp_dsp", "dsp", dsp["softmax"], cols * dp.lanes * dp.exp_dsps_per_lane
+            ),
+            FpgaResourceUse(
+                "norm_dsp", "dsp", dsp["normalizer"], outs * dp.normalizer_dsps_per_elem
+            ),
             FpgaResourceUse("bram", "bram36", r.bram36, result.bram_read_bytes if result else 0),
             FpgaResourceUse("uram", "uram", r.urams, result.uram_read_bytes if result else 0),
             FpgaResourceUse("lut", "lut", r.luts, r.luts * busy),
