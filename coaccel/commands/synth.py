@@ -63,7 +63,10 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--reuse-logs",
         action="store_true",
-        help="with --work-dir and --target deltallm: reuse finished logs of identical scripts",
+        help=(
+            "with --work-dir and --target deltallm: reuse finished logs of the same script "
+            "run on the same sources"
+        ),
     )
     p.add_argument(
         "--blocks",
