@@ -1101,6 +1101,7 @@ KV260_GROUPS: Mapping[str, tuple[SynthPoint, ...]] = MappingProxyType(
                 (("PIPE", 1), ("L", 4)),
             ),
             _dl("dl_scale", "dl_normalizer", ("dl_normalizer",), (("L", 4), ("M", 8))),
+            _dl("dl_scale", "dl_normalizer", ("dl_normalizer",), (("L", 8), ("M", 16))),
         ),  # fmt: skip
     }
 )

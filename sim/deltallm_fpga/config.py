@@ -296,15 +296,17 @@ class ResourceModelConfig:
         luts_per_mac: logic LUTs per MAC of the broadcast array: operand select, adder tree,
             accumulators, the PV add and the o·α partial-product adds (the priority encoder and
             the LUTRAMs are counted apart).
-        ffs_per_mac: flip-flops per MAC (the accumulators and the o-word flags).
+        ffs_per_mac: pipeline flip-flops per MAC beyond the RTL's registers (each lane's two
+            score accumulators and o-word flags, ``2·24 + d/M``, are always counted).
         prio_luts_per_bit: LUTs of the bitmask priority encoder per mask bit and pair
             (``d·M`` bits x pairs: each of the M pairs scans the d-bit mask).
-        luts_per_lane_softmax: LUTs of one lane of the softmax unit (max, exponent products'
-            adds, exp2 table, skip, denominator).
-        ffs_per_lane_softmax: flip-flops of one lane of the softmax unit.
-        luts_per_lane_normalizer: LUTs of one lane's reciprocal divider and its share of the
-            output scaling.
+        luts_per_lane_softmax: LUTs of one lane of the (pipelined) softmax unit: max, the
+            exponent products' adds, exp2 table, skip, denominator.
+        ffs_per_lane_softmax: flip-flops of the same.
+        luts_per_lane_normalizer: LUTs of one lane's reciprocal divider.
         ffs_per_lane_normalizer: flip-flops of the same.
+        luts_per_elem_normalizer: LUTs of one of the normaliser's M output products and clamps.
+        ffs_per_elem_normalizer: flip-flops of the same.
         control_luts: LUTs of the query-block sequencer, the stream handshakes and the lane
             regions (the attention top's control).
         control_ffs: flip-flops of the same.
@@ -313,13 +315,15 @@ class ResourceModelConfig:
         system_ffs: flip-flops of the same.
     """
 
-    luts_per_mac: int = param(default=16, ge=0, doc="logic LUTs per MAC")
-    ffs_per_mac: int = param(default=24, ge=0, doc="flip-flops per MAC")
+    luts_per_mac: float = param(default=16.0, ge=0, doc="logic LUTs per MAC")
+    ffs_per_mac: float = param(default=0.0, ge=0, doc="pipeline flip-flops per MAC")
     prio_luts_per_bit: float = param(default=0.0, ge=0, doc="priority-encoder LUTs per bit")
-    luts_per_lane_softmax: int = param(default=400, ge=0, doc="LUTs per lane softmax")
-    ffs_per_lane_softmax: int = param(default=0, ge=0, doc="flip-flops per lane softmax")
-    luts_per_lane_normalizer: int = param(default=0, ge=0, doc="LUTs per lane normaliser")
-    ffs_per_lane_normalizer: int = param(default=0, ge=0, doc="flip-flops per lane normaliser")
+    luts_per_lane_softmax: float = param(default=400.0, ge=0, doc="LUTs per lane softmax")
+    ffs_per_lane_softmax: float = param(default=0.0, ge=0, doc="flip-flops per lane softmax")
+    luts_per_lane_normalizer: float = param(default=0.0, ge=0, doc="LUTs per lane divider")
+    ffs_per_lane_normalizer: float = param(default=0.0, ge=0, doc="flip-flops per divider")
+    luts_per_elem_normalizer: float = param(default=0.0, ge=0, doc="LUTs per output product")
+    ffs_per_elem_normalizer: float = param(default=0.0, ge=0, doc="FFs per output product")
     control_luts: int = param(default=0, ge=0, doc="attention-top control LUTs")
     control_ffs: int = param(default=0, ge=0, doc="attention-top control flip-flops")
     system_luts: int = param(default=8000, ge=0, doc="AXI/DMA, buffers' control, host")

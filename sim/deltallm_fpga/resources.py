@@ -44,6 +44,7 @@ _RAMB36_SDP = (72, 512)
 _URAM = (72, 4096)
 _LUTRAM_DEPTH = 64
 _LUTRAM_SHALLOW = 32
+_SCORE_BITS = 24  # the RTL's score accumulators (SW)
 
 
 @dataclass(frozen=True)
@@ -219,11 +220,12 @@ def logic_breakdown(cfg: DeltaFpgaConfig, what: str) -> dict[str, int]:
         what: ``"luts"`` or ``"ffs"``.
 
     Returns:
-        ``mac`` (``L·M·luts_per_mac``, plus ``8·mux(d)`` per MAC when q is held in registers),
-        ``prio`` (``prio_luts_per_bit·d·M``; no flip-flops), ``softmax`` and ``normalizer``
-        (per lane), ``control`` (the attention top's sequencer) and ``system`` (outside the
-        RTL). With the buffers (:func:`buffer_geometries`) they make ``Resources.luts`` /
-        ``Resources.ffs``.
+        ``mac`` (``L·M·luts_per_mac``, plus ``8·mux(d)`` per MAC when q is held in registers;
+        flip-flops ``L·(2·24 + d/M)`` plus ``L·M·ffs_per_mac``), ``prio``
+        (``prio_luts_per_bit·d·M``; no flip-flops), ``softmax`` (per lane), ``normalizer`` (per
+        lane and per output product), ``control`` (the attention top's sequencer) and
+        ``system`` (outside the RTL). With the buffers (:func:`buffer_geometries`) they make
+        ``Resources.luts`` / ``Resources.ffs``.
 
     Raises:
         ValueError: ``what`` is neither.
@@ -234,23 +236,30 @@ def logic_breakdown(cfg: DeltaFpgaConfig, what: str) -> dict[str, int]:
     macs = dp.lanes * dp.macs_per_lane
     d = cfg.buffers.max_head_dim
     if what == "luts":
-        mac = macs * rm.luts_per_mac
+        mac = round(macs * rm.luts_per_mac)
         if cfg.buffers.lane_q.memory != "lutram":
             # q in registers: each MAC selects its 8-bit operand through a d:1 mux
             mac += macs * 8 * mux_luts(d)
         return {
             "mac": mac,
             "prio": round(rm.prio_luts_per_bit * d * dp.macs_per_lane),
-            "softmax": dp.lanes * rm.luts_per_lane_softmax,
-            "normalizer": dp.lanes * rm.luts_per_lane_normalizer,
+            "softmax": round(dp.lanes * rm.luts_per_lane_softmax),
+            "normalizer": round(
+                dp.lanes * rm.luts_per_lane_normalizer
+                + dp.macs_per_lane * rm.luts_per_elem_normalizer
+            ),
             "control": rm.control_luts,
             "system": rm.system_luts,
         }
     return {
-        "mac": macs * rm.ffs_per_mac,
+        # per lane the exact and chain score accumulators (24 bits each) and the o-word flags
+        "mac": dp.lanes * (2 * _SCORE_BITS + -(-d // dp.macs_per_lane))
+        + round(macs * rm.ffs_per_mac),
         "prio": 0,
-        "softmax": dp.lanes * rm.ffs_per_lane_softmax,
-        "normalizer": dp.lanes * rm.ffs_per_lane_normalizer,
+        "softmax": round(dp.lanes * rm.ffs_per_lane_softmax),
+        "normalizer": round(
+            dp.lanes * rm.ffs_per_lane_normalizer + dp.macs_per_lane * rm.ffs_per_elem_normalizer
+        ),
         "control": rm.control_ffs,
         "system": rm.system_ffs,
     }
