@@ -197,6 +197,21 @@ def encode_delta_keys(
     )
 
 
+def _rows_and_mask(
+    rows: npt.ArrayLike, mask: npt.ArrayLike, name: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """``rows`` and ``mask`` as arrays of one shape with a row axis, the mask bool."""
+    r_arr = np.asarray(rows)
+    m_arr = np.asarray(mask)
+    if r_arr.ndim < 1 or r_arr.shape != m_arr.shape:
+        raise ValueError(
+            f"{name} {r_arr.shape} and mask {m_arr.shape} must have the same shape, with a row axis"
+        )
+    if m_arr.dtype != bool:
+        raise ValueError(f"mask must be bool, got {m_arr.dtype}")
+    return r_arr, m_arr
+
+
 def pack_delta_rows(deltas: npt.ArrayLike, mask: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     """The stored form of delta rows: the kept values packed to the front, in index order.
 
@@ -216,14 +231,7 @@ def pack_delta_rows(deltas: npt.ArrayLike, mask: npt.ArrayLike) -> tuple[np.ndar
     Raises:
         ValueError: the shapes differ, ``mask`` is not bool, or the arrays have no row axis.
     """
-    d_arr = np.asarray(deltas)
-    m_arr = np.asarray(mask)
-    if d_arr.ndim < 1 or d_arr.shape != m_arr.shape:
-        raise ValueError(
-            f"deltas {d_arr.shape} and mask {m_arr.shape} must have the same shape, with a row axis"
-        )
-    if m_arr.dtype != bool:
-        raise ValueError(f"mask must be bool, got {m_arr.dtype}")
+    d_arr, m_arr = _rows_and_mask(deltas, mask, "deltas")
     # a stable sort on "not stored" moves the stored elements to the front in index order
     order = np.argsort(~m_arr, axis=-1, kind="stable")
     packed = np.take_along_axis(np.where(m_arr, d_arr, 0).astype(d_arr.dtype), order, axis=-1)
@@ -243,14 +251,7 @@ def unpack_delta_rows(packed: npt.ArrayLike, mask: npt.ArrayLike) -> np.ndarray:
     Raises:
         ValueError: the shapes differ or ``mask`` is not bool.
     """
-    p_arr = np.asarray(packed)
-    m_arr = np.asarray(mask)
-    if p_arr.ndim < 1 or p_arr.shape != m_arr.shape:
-        raise ValueError(
-            f"packed {p_arr.shape} and mask {m_arr.shape} must have the same shape, with a row axis"
-        )
-    if m_arr.dtype != bool:
-        raise ValueError(f"mask must be bool, got {m_arr.dtype}")
+    p_arr, m_arr = _rows_and_mask(packed, mask, "packed")
     # element i of a row is the packed value at its rank among the set bits before it
     rank = np.cumsum(m_arr, axis=-1) - 1
     vals = np.take_along_axis(p_arr, np.clip(rank, 0, None), axis=-1)

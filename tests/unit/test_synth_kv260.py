@@ -94,55 +94,33 @@ def test_a_finished_log_of_the_same_script_is_reused(tmp_path):
     (point,) = [p for p in synth.KV260_GROUPS["dl_blocks"] if p.top == "dl_exp2"]
     work = tmp_path / point.slug
     work.mkdir()
-    (work / "fpga.ys").write_text(synth.fpga_script(point, ROOT / "rtl"))
-    (work / "fpga.log").write_text(LOG)
     digest = synth.source_digest(point, ROOT / "rtl", asic=False)
-    (work / "fpga.sources").write_text(digest)
-    row = synth.synthesize_kv260(
-        point,
-        rtl_dir=ROOT / "rtl",
-        work_dir=tmp_path,
-        yosys="/nonexistent/yosys",  # never run: the cached log answers
-        version="Yosys test",
-        reuse_logs=True,
-    )
+
+    def run(script: str, sources: str | None) -> dict[str, str]:
+        (work / "fpga.ys").write_text(script)
+        (work / "fpga.log").write_text(LOG)
+        (work / "fpga.sources").unlink(missing_ok=True)
+        if sources is not None:
+            (work / "fpga.sources").write_text(sources)
+        return synth.synthesize_kv260(
+            point,
+            rtl_dir=ROOT / "rtl",
+            work_dir=tmp_path,
+            yosys="/nonexistent/yosys",  # a run that is not answered by the log fails
+            version="Yosys test",
+            reuse_logs=True,
+        )
+
+    script = synth.fpga_script(point, ROOT / "rtl")
+    row = run(script, digest)
     assert (row["fpga_luts"], row["fpga_uram"], row["fpga_bram36"]) == ("6", "2", "1.5")
-    assert row["rtl_digest"] == synth.source_digest(point, ROOT / "rtl", asic=False)
-    # the same script on other sources (an edited Verilog file) is run again
-    (work / "fpga.sources").write_text("0123456789abcdef")
-    with pytest.raises(FileNotFoundError):
-        synth.synthesize_kv260(
-            point,
-            rtl_dir=ROOT / "rtl",
-            work_dir=tmp_path,
-            yosys="/nonexistent/yosys",
-            version="Yosys test",
-            reuse_logs=True,
-        )
-    # ... and so is a log whose sources are not recorded
-    (work / "fpga.ys").write_text(synth.fpga_script(point, ROOT / "rtl"))
-    (work / "fpga.log").write_text(LOG)
-    with pytest.raises(FileNotFoundError):
-        synth.synthesize_kv260(
-            point,
-            rtl_dir=ROOT / "rtl",
-            work_dir=tmp_path,
-            yosys="/nonexistent/yosys",
-            version="Yosys test",
-            reuse_logs=True,
-        )
-    (work / "fpga.ys").write_text("# another script\n")
-    (work / "fpga.log").write_text(LOG)
-    (work / "fpga.sources").write_text(digest)
-    with pytest.raises(FileNotFoundError):
-        synth.synthesize_kv260(
-            point,
-            rtl_dir=ROOT / "rtl",
-            work_dir=tmp_path,
-            yosys="/nonexistent/yosys",
-            version="Yosys test",
-            reuse_logs=True,
-        )
+    assert row["rtl_digest"] == digest
+    # the same script on other sources (an edited Verilog file), a log whose sources are not
+    # recorded, and another script are all run again
+    for other_script, sources in ((script, "0123456789abcdef"), (script, None),
+                                  ("# another script\n", digest)):  # fmt: skip
+        with pytest.raises(FileNotFoundError):
+            run(other_script, sources)
 
 
 def test_csv_round_trip_and_header_check(tmp_path):
