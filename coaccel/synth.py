@@ -875,22 +875,33 @@ def synthesize_all(
         unique.setdefault((p.top, p.params), p)
 
     def one(p: SynthPoint) -> dict[str, str]:
-        t0 = time.perf_counter()
-        row = synthesize(
-            p,
-            rtl_dir=rtl_dir,
-            work_dir=work_dir,
-            yosys=exe,
-            version=version,
-            timeout_s=timeout_s,
+        return synthesize(
+            p, rtl_dir=rtl_dir, work_dir=work_dir, yosys=exe, version=version, timeout_s=timeout_s
         )
+
+    rows = _map_points(list(unique.values()), one, jobs, progress)
+    done = dict(zip(unique, rows, strict=True))
+    return [{**done[(p.top, p.params)], "group": p.group} for p in points]
+
+
+def _map_points(
+    points: list[SynthPoint],
+    run: Callable[[SynthPoint], dict[str, str]],
+    jobs: int,
+    progress: Callable[[SynthPoint, dict[str, str], float], None] | None,
+) -> list[dict[str, str]]:
+    """``run`` on every point, ``jobs`` at a time, reporting each finished row with its seconds;
+    rows in the order of ``points``."""
+
+    def timed(p: SynthPoint) -> dict[str, str]:
+        t0 = time.perf_counter()
+        row = run(p)
         if progress is not None:
             progress(p, row, time.perf_counter() - t0)
         return row
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        done = dict(zip(unique, pool.map(one, unique.values()), strict=True))
-    return [{**done[(p.top, p.params)], "group": p.group} for p in points]
+        return list(pool.map(timed, points))
 
 
 # ---- the table --------------------------------------------------------------------------
@@ -1235,22 +1246,11 @@ def synthesize_kv260_all(
     version = yosys_version(exe)
 
     def one(p: SynthPoint) -> dict[str, str]:
-        t0 = time.perf_counter()
-        row = synthesize_kv260(
-            p,
-            rtl_dir=rtl_dir,
-            work_dir=work_dir,
-            yosys=exe,
-            version=version,
-            timeout_s=timeout_s,
-            reuse_logs=reuse_logs,
-        )
-        if progress is not None:
-            progress(p, row, time.perf_counter() - t0)
-        return row
+        return synthesize_kv260(p, rtl_dir=rtl_dir, work_dir=work_dir, yosys=exe,
+                                version=version, timeout_s=timeout_s,
+                                reuse_logs=reuse_logs)  # fmt: skip
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(one, points))
+    return _map_points(list(points), one, jobs, progress)
 
 
 def kv260_rows_to_csv(rows: Iterable[Mapping[str, str]]) -> str:
