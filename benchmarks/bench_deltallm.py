@@ -38,8 +38,8 @@ import numpy as np
 
 from coaccel.models import deltallm as dl
 from coaccel.sim.deltallm_fpga import blocks_cycles, layer_qk, load_arch
-from coaccel.trace import SPARSITY_DTYPE
-from coaccel.workload import load_workload
+from coaccel.spine.trace import SPARSITY_DTYPE
+from coaccel.spine.workload import load_workload
 
 TARGET_S = 10.0
 MODEL = "bitnet-b1.58-2b-4t"

@@ -86,10 +86,10 @@ def _driver(tmp: Path, points: int, workers: int, scheduler: str | None = None) 
 
 def _cpu_per_point(tmp: Path, points: int) -> dict:
     """CPU time of one point in this process, by part (the same steps as evaluate_points)."""
-    from coaccel.config import config_digest, override
     from coaccel.cost import evaluate
     from coaccel.dse.evaluate import evaluate_points
     from coaccel.simulation import find_arch
+    from coaccel.spine.config import config_digest, override
 
     ls = load_spec(_spec(tmp, points))
     pts = expand(ls.spec, ls.constraints, ls.digest, ls.source)

@@ -32,8 +32,8 @@ import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
-from coaccel.config import override  # noqa: E402
 from coaccel.sim.hbq_asic import load_arch, load_workload, simulate  # noqa: E402
+from coaccel.spine.config import override  # noqa: E402
 
 TARGET_CYCLE_S = 10.0
 """Llama-3-8B 2048-token prefill, cycle-approximate, one core."""

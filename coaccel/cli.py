@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "func"):
         parser.print_help()
         return 2
-    from .errors import CoaccelError
+    from .spine.errors import CoaccelError
 
     command = getattr(args, "command", "coaccel")
     try:

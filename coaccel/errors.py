@@ -1,9 +1,12 @@
-"""Exceptions that the command line reports as one clear message (no traceback)."""
+"""The public import path ``coaccel.errors``: the same module as :mod:`coaccel.spine.errors`.
 
+The spine (config, units, errors, trace, workload) lives in :mod:`coaccel.spine`, the package's
+lowest layer; this name is kept so that code written against ``coaccel.errors`` keeps working and
+sees the very same objects.
+"""
 
-class CoaccelError(Exception):
-    """Base class of user-facing errors (bad config, bad input file, missing optional tool)."""
+import sys
 
+from coaccel.spine import errors as _module
 
-class MissingDependencyError(CoaccelError):
-    """An optional component (extra, simulator, Yosys, the real-model package) is not installed."""
+sys.modules[__name__] = _module

@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from .config import ConfigError, Problem, override
 from .sim.common import SimTarget
+from .spine.config import ConfigError, Problem, override
 
 __all__ = [
     "BUILTIN_TARGETS",

@@ -47,7 +47,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import cast
 
-from .errors import CoaccelError, MissingDependencyError
+from .spine.errors import CoaccelError, MissingDependencyError
 
 __all__ = [
     "COLUMNS",

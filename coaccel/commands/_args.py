@@ -7,8 +7,8 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import CoaccelError
 from ..report.files import prepare_out_dir
+from ..spine.errors import CoaccelError
 
 __all__ = ["vars_of", "add_output_flags", "comma_list", "int_in", "out_file", "prepare_out_dir"]
 

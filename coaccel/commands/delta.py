@@ -102,7 +102,7 @@ def register(subparsers: Any) -> None:
 
 
 def _numbers(text: str, flag: str, kind: type) -> list[Any]:
-    from ..errors import CoaccelError
+    from ..spine.errors import CoaccelError
     from ._args import comma_list
 
     out = []
@@ -157,9 +157,9 @@ def run(args: argparse.Namespace) -> int:
         0 on success (errors raise ``CoaccelError``; the CLI turns them into exit status 2).
     """
     from ..arch_configs import path as shipped
-    from ..config import ConfigError, Problem, dump_config, load_config, override
     from ..report.deltallm import format_delta_table, write_delta_report
     from ..report.files import write_manifest
+    from ..spine.config import ConfigError, Problem, dump_config, load_config, override
     from ..studies.deltallm import DeltaStudyConfig, rows_as_dicts, run_delta_study
     from ._args import prepare_out_dir
 

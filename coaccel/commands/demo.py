@@ -101,8 +101,8 @@ def _stage_accuracy(out: Path, rng: np.random.Generator) -> None:
     import importlib.util
 
     from coaccel.arch_configs import path as config_path
-    from coaccel.config import load_config, override
     from coaccel.report.quant import format_quant_table, write_quant_report
+    from coaccel.spine.config import load_config, override
     from coaccel.studies.quant import QuantStudyConfig, run_quant_study
 
     cfg = load_config(config_path("studies/quant_demo.yaml"), QuantStudyConfig)
@@ -147,10 +147,10 @@ def _stage_sim(out: Path, rng: np.random.Generator) -> None:
 
 
 def _stage_deltallm(out: Path, rng: np.random.Generator) -> None:
-    from coaccel.config import override
     from coaccel.models import deltallm as dl
     from coaccel.models.nn import synthetic_attention
     from coaccel.simulation import load_arch, simulate
+    from coaccel.spine.config import override
 
     t = synthetic_attention(rng, "llama-3.2-1b", tokens=64, kv_heads=2).tensors
     res = dl.attention(t.q_int8, t.k_int8, t.v_int8, theta=4, window=16, tau=8,

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..errors import CoaccelError
+from ..spine.errors import CoaccelError
 from ._args import add_output_flags, int_in, vars_of
 
 DEFAULT_OUT = Path("reports") / "gpu_calibration"

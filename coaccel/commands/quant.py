@@ -97,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
         0 on success (errors raise ``CoaccelError``; the CLI turns them into exit status 2).
     """
     from ..arch_configs import path as shipped
-    from ..config import ConfigError, Problem, load_config, override
     from ..report.quant import format_quant_table, write_quant_report
+    from ..spine.config import ConfigError, Problem, load_config, override
     from ..studies.quant import QuantStudyConfig, run_quant_study
 
     cfg_path = args.config if args.config is not None else shipped(DEFAULT_CONFIG)

@@ -77,7 +77,7 @@ def register(subparsers: Any) -> None:
 def _overrides(items: list[str]) -> dict[str, Any]:
     import yaml
 
-    from ..config import ConfigError, Problem
+    from ..spine.config import ConfigError, Problem
 
     out: dict[str, Any] = {}
     problems = []

@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the sweep; returns 0 (failed points are recorded in the store, not an error)."""
     from ..dse import Store, load_spec, run_sweep
     from ..dse.spec import is_scheduler_address
-    from ..errors import CoaccelError
+    from ..spine.errors import CoaccelError
 
     export = None
     if args.export:

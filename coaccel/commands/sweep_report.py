@@ -106,9 +106,9 @@ def run(args: argparse.Namespace) -> int:
     """
     from ..dse import load_spec
     from ..dse.analysis import analyze, parse_objectives
-    from ..errors import CoaccelError
     from ..report.files import write_manifest
     from ..report.sweep import write_sweep_report
+    from ..spine.errors import CoaccelError
     from ._args import prepare_out_dir
 
     t0 = time.perf_counter()

@@ -119,8 +119,8 @@ def run(args: argparse.Namespace) -> int:
     """
     from coaccel import synth
 
-    from ..errors import CoaccelError
     from ..report.files import write_text
+    from ..spine.errors import CoaccelError
     from ._args import comma_list, out_file
 
     if args.target == "deltallm":
@@ -228,8 +228,8 @@ def _run_kv260(args: argparse.Namespace) -> int:
     """``coaccel synth --target deltallm``: the KV260 table of the DeltaLLM blocks."""
     from coaccel import synth
 
-    from ..errors import CoaccelError
     from ..report.files import write_text
+    from ..spine.errors import CoaccelError
     from ._args import comma_list, out_file
 
     if args.list:

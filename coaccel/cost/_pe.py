@@ -50,8 +50,8 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ..config import FrozenMap, Problem, param
-from ..errors import CoaccelError
+from ..spine.config import FrozenMap, Problem, param
+from ..spine.errors import CoaccelError
 from ._tables import ComponentTable, shipped_table
 from ._tech import NODES_NM, node_factors
 
@@ -572,7 +572,7 @@ def _shipped_calibration() -> CalibrationSet:
     """The published calibration points, plus our Yosys-derived ones when that file is shipped
     (``pe_calibration_synth.yaml``, written by ``coaccel cost calibrate``)."""
     from ..arch_configs import path
-    from ..config import load_config
+    from ..spine.config import load_config
 
     cal = load_config(path("cost/pe_calibration_28nm.yaml"), CalibrationSet)
     try:

@@ -21,7 +21,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-from ..errors import CoaccelError
+from ..spine.errors import CoaccelError
 from ._tables import shipped_table
 from ._tech import node_factors
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from ..errors import CoaccelError
+from ..spine.errors import CoaccelError
 from ._pe import CalibrationPoint, PeFormat
 
 __all__ = ["SYNTH_CALIBRATION_FILE", "synth_points", "write_synth_calibration"]
@@ -118,7 +118,7 @@ def write_synth_calibration(points: Iterable[CalibrationPoint], path: str | Path
     """
     import yaml
 
-    from ..config import dump_config
+    from ..spine.config import dump_config
 
     pts = [dump_config(p) for p in points]
     doc = {

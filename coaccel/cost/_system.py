@@ -42,9 +42,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import FrozenMap
-from ..errors import CoaccelError
 from ..sim.common.priced import LogicUse, MacArray, PricedComponents
+from ..spine.config import FrozenMap
+from ..spine.errors import CoaccelError
 from ._pe import PeCost, PeFormat, pe_model
 from ._sram import sram_cost, sram_model
 from ._tables import shipped_table

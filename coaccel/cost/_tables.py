@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from ..config import Problem, load_config, param
-from ..errors import CoaccelError
+from ..spine.config import Problem, load_config, param
+from ..spine.errors import CoaccelError
 
 __all__ = [
     "TABLE_FILES",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from ..errors import CoaccelError
+from ..spine.errors import CoaccelError
 from ._tables import shipped_table
 
 __all__ = ["NODES_NM", "NodeFactors", "node_factors"]

@@ -45,7 +45,7 @@ def format_setting(arch: Any) -> dict[str, Any]:
         ``{"weight": {...}, "activation": {...}}``, each the format's fields without its
         ``source`` text.
     """
-    from ..config import dump_config
+    from ..spine.config import dump_config
 
     out = {}
     for role in _ROLES:
@@ -117,8 +117,8 @@ class AccuracyScorer:
         return value
 
     def _compute(self, fmt_params: Mapping[str, Any]) -> float:
-        from ..config import override
         from ..sim.hbq_asic.config import operand_format
+        from ..spine.config import override
         from ..studies.quant import study_operand_formats
 
         arch = override(self._base, dict(fmt_params)) if fmt_params else self._base

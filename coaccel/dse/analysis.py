@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import CoaccelError
+from ..spine.errors import CoaccelError
 from .pareto import hypervolume, pareto_mask, to_minimization
 from .space import expand
 from .spec import LoadedSpec, load_spec
@@ -760,8 +760,8 @@ def point_breakdown(spec: LoadedSpec, row: Row) -> PointBreakdown:
     Raises:
         CoaccelError: the point's architecture has no cost model.
     """
-    from ..config import config_digest, override
     from ..cost import evaluate
+    from ..spine.config import config_digest, override
 
     t, base = _base(spec)
     if t.priced_components is None:

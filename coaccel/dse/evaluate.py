@@ -76,8 +76,8 @@ def _parsed(text: str) -> Expr:
 
 
 def _evaluate_one(base_path: str, mode: str, digest: str, limits: Sequence[str], pt: Point) -> Row:
-    from ..config import config_digest, override
     from ..cost import evaluate
+    from ..spine.config import config_digest, override
 
     started = time.time()
     t0 = time.perf_counter()

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
-from ..errors import CoaccelError
+from ..spine.errors import CoaccelError
 from .spec import SweepSpec
 from .store import Row
 

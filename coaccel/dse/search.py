@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..errors import CoaccelError
+from ..spine.errors import CoaccelError
 from .space import Point, point_id
 from .spec import LoadedSpec
 from .store import Row

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import ConfigError, Problem
+from ..spine.config import ConfigError, Problem
 from .spec import Expr, SweepSpec
 
 __all__ = ["Point", "combinations", "expand", "point_id"]

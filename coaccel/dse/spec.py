@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from ..config import ConfigError, FrozenMap, Problem, config_digest, load_config, param
+from ..spine.config import ConfigError, FrozenMap, Problem, config_digest, load_config, param
 
 __all__ = [
     "ACCURACY_METRICS",
@@ -563,9 +563,9 @@ def load_spec(path: str | Path) -> LoadedSpec:
         ConfigError: every problem found, each naming the file, dotted key, value and what is
             valid.
     """
-    from ..config import dump_config, override
     from ..cost import evaluate
     from ..simulation import find_arch
+    from ..spine.config import dump_config, override
 
     src = str(path)
     spec = load_config(path, SweepSpec)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import CoaccelError
+from ..spine.errors import CoaccelError
 
 __all__ = ["Row", "Store"]
 

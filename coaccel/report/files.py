@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from ..errors import CoaccelError
+from ..spine.errors import CoaccelError
 
 __all__ = [
     "MANIFEST",

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from ..config import dump_config
+from ..spine.config import dump_config
 from ..validate.gpu import GpuValidation
 from ..validate.gpu_fit import CalibrationFit
 from .files import write_text

@@ -42,10 +42,10 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ..config import Problem, param
-from ..errors import MissingDependencyError
 from ..models import deltallm as dl
 from ..models.nn import SYNTHETIC_MODELS, AttentionTensors, synthetic_attention
+from ..spine.config import Problem, param
+from ..spine.errors import MissingDependencyError
 
 __all__ = [
     "DATA_SOURCES",
@@ -139,7 +139,7 @@ class SyntheticDeltaConfig:
 
     def validate(self) -> list[Problem | str]:
         """Cross-field rules: known, distinct models; ordered outlier factors."""
-        from ..workload import WORKLOAD_NAMES, load_workload
+        from ..spine.workload import WORKLOAD_NAMES, load_workload
 
         out: list[Problem | str] = []
         if not self.models:
@@ -695,8 +695,8 @@ def _minilm() -> Any:
 
 
 def _real_dataset(cfg: DeltaStudyConfig) -> tuple[_Dataset, tuple[tuple[str, int], ...]]:
-    from ..config import ConfigError
     from ..models.nn.real_attention import minilm_attention, pydoc_passages
+    from ..spine.config import ConfigError
 
     model = _minilm()
     try:
@@ -750,7 +750,7 @@ def run_delta_study(
         ConfigError: the configuration breaks a rule.
         MissingDependencyError: ``real`` was asked for and the model package is missing.
     """
-    from ..config import override
+    from ..spine.config import override
 
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")

@@ -35,12 +35,12 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ..config import Problem, param
-from ..errors import MissingDependencyError
 from ..models import formats as fmts
 from ..models.hbq import PSUM_MODES, block_gemm, hbq_gemm
 from ..models.nn import synthetic as syn
 from ..models.nn.sentences import SENTENCES, sentences
+from ..spine.config import Problem, param
+from ..spine.errors import MissingDependencyError
 
 __all__ = [
     "DATA_SOURCES",
@@ -586,7 +586,7 @@ def run_quant_study(
         ConfigError: the configuration breaks a rule (unknown format, ...).
         MissingDependencyError: ``real`` was asked for and the model package is missing.
     """
-    from ..config import override
+    from ..spine.config import override
 
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")

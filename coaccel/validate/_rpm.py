@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import FrozenMap
+from ..spine.config import FrozenMap
 
 __all__ = [
     "RPM_DRAM_J_PER_BYTE",

@@ -23,8 +23,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..config import override
 from ..simulation import load_arch, simulate
+from ..spine.config import override
 from .targets import Target, Validation
 
 __all__ = [

@@ -41,8 +41,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..config import override
-from ..errors import CoaccelError
+from ..spine.config import override
+from ..spine.errors import CoaccelError
 from .gpu_fit import CalibrationRow, measured_value, predict, read_calibration_csv, select_rows
 
 __all__ = [

@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from ..config import FrozenMap, override
-from ..errors import CoaccelError
+from ..spine.config import FrozenMap, override
+from ..spine.errors import CoaccelError
 
 __all__ = [
     "CSV_COLUMNS",

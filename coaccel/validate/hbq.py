@@ -27,8 +27,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..config import FrozenMap
 from ..cost import CostBreakdown, PeFormat, evaluate, pe_cost, pe_model, shipped_table
+from ..spine.config import FrozenMap
 from ._rpm import RPM_PARAMS, RPM_TERMS, rpm_energy, rpm_macs, sim_dram_terms
 from .targets import FIT_ROLES, Target, Validation
 
@@ -353,7 +353,7 @@ def nvfp_w4a8_variant(arch: Any) -> Any:
     Returns:
         The variant (validated by :func:`coaccel.config.override`).
     """
-    from ..config import override
+    from ..spine.config import override
 
     return override(
         arch,
@@ -660,7 +660,7 @@ def synthesis_targets(csv_path: str | Path | None = None) -> tuple[list[Target],
     Returns:
         ``(targets, note)``; no targets and a note saying so when the table is absent.
     """
-    from ..errors import CoaccelError
+    from ..spine.errors import CoaccelError
     from ..synth import find_rtl_dir, read_area_csv
 
     try:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from coaccel.trace import Trace, TraceBuilder, storage_bytes
+from coaccel.spine.trace import Trace, TraceBuilder, storage_bytes
 
 from ._attention import AttentionResult, _check_tau, _head_scale
 from ._delta import encode_delta_keys

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from coaccel.trace import Trace, TraceBuilder
+from coaccel.spine.trace import Trace, TraceBuilder
 
 from ._splitk import SplitPlan
 

@@ -50,7 +50,7 @@ import numpy as np
 import numpy.typing as npt
 
 from coaccel.models.formats import E4M3, decode, encode
-from coaccel.trace import Trace, TraceBuilder
+from coaccel.spine.trace import Trace, TraceBuilder
 
 from ._bf16 import bf16_bits_to_f32, f32_to_bf16_bits
 from ._splitk import (

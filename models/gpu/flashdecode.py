@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from coaccel.trace import Trace
+from coaccel.spine.trace import Trace
 
 from ._splitk import (
     DecodeInputs,

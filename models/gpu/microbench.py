@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from coaccel.trace import Trace, TraceBuilder
+from coaccel.spine.trace import Trace, TraceBuilder
 
 __all__ = [
     "GENERATORS",

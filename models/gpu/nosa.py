@@ -60,7 +60,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from coaccel.trace import Trace, TraceBuilder
+from coaccel.spine.trace import Trace, TraceBuilder
 
 from ._bf16 import bf16_bits_to_f32, f32_to_bf16_bits
 from ._nosa_fast import bf16_to_f64, chunk_sums, keys_bf16, lookup_bf16

@@ -47,7 +47,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from coaccel.trace import Trace, TraceBuilder
+from coaccel.spine.trace import Trace, TraceBuilder
 
 __all__ = [
     "MoEShape",

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from coaccel.trace import Trace, TraceBuilder, storage_bytes
+from coaccel.spine.trace import Trace, TraceBuilder, storage_bytes
 
 from ..formats import FormatSpec, resolve
 from ._psum import PSUM_MODES

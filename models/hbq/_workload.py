@@ -28,8 +28,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from coaccel.trace import Trace, TraceBuilder
-from coaccel.workload import ModelShape
+from coaccel.spine.trace import Trace, TraceBuilder
+from coaccel.spine.workload import ModelShape
 
 from ..formats import FormatSpec, resolve
 from ._trace import (

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from coaccel.workload import ModelShape, RopeScaling, load_workload
+from coaccel.spine.workload import ModelShape, RopeScaling, load_workload
 
 from ..deltallm import quantize_int8
 from .synthetic import outlier_channels

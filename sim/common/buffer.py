@@ -36,7 +36,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from coaccel.config import param
+from coaccel.spine.config import param
 
 __all__ = ["OnChipBuffer"]
 

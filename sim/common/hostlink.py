@@ -32,7 +32,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from coaccel.config import EfficiencyPoint, FrozenMap, Problem, param
+from coaccel.spine.config import EfficiencyPoint, FrozenMap, Problem, param
 
 __all__ = [
     "HostLinkConfig",

@@ -29,7 +29,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from coaccel.config import DramConfig
+from coaccel.spine.config import DramConfig
 
 __all__ = [
     "channel_of",

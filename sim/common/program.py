@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from coaccel.trace import Trace
+from coaccel.spine.trace import Trace
 
 __all__ = [
     "QUEUE_NONE",

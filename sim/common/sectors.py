@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from coaccel.trace import Trace
+from coaccel.spine.trace import Trace
 
 __all__ = ["absolute_starts", "run_bytes", "sector_counts"]
 

@@ -8,7 +8,7 @@ trace that the cycle model (:func:`query_block_cycles`) consumes. See ``docs/del
 """
 
 from coaccel.sim.common import SimTarget
-from coaccel.workload import load_workload
+from coaccel.spine.workload import load_workload
 
 from . import _simulate
 from ._simulate import MODES, linear_macs_per_token, simulate, tellme_attention_cycles

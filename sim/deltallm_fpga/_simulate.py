@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from coaccel.config import ConfigError, Problem, config_digest
 from coaccel.models.deltallm import ColumnEvents, DeltaEvents, column_events, head_dram_bytes
 from coaccel.sim.common import OffchipAccess, QueueProgram, Queues, offchip, run_program
-from coaccel.workload import ModelShape, Workload
+from coaccel.spine.config import ConfigError, Problem, config_digest
+from coaccel.spine.workload import ModelShape, Workload
 
 from .config import DeltaFpgaConfig
 from .cycles import KIND_DELTA, KIND_EXACT, KIND_SKIPPED, block_constants, blocks_cycles

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from coaccel.workload import ModelShape
+from coaccel.spine.workload import ModelShape
 
 from ._simulate import linear_macs_per_token
 from .config import DeltaFpgaConfig

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from coaccel.models.nn import synthetic_attention
-from coaccel.workload import ModelShape
+from coaccel.spine.workload import ModelShape
 
 from .config import KeySourceConfig
 

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from coaccel.config import Problem
+from coaccel.spine.config import Problem
 
 # The estimate reads a DeltaFpgaConfig by attribute; it does not import .config, whose
 # validate() calls fit_problems (an import either way round would be a cycle).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from coaccel.config import ConfigError, Problem, config_digest
+from coaccel.spine.config import ConfigError, Problem, config_digest
 
 from ..common.result import OffchipAccess
 from .config import GpuArchConfig

@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from coaccel.config import DramConfig, FrozenMap, Problem, load_config, param, source_key_problems
+from coaccel.spine.config import (
+    DramConfig,
+    FrozenMap,
+    Problem,
+    load_config,
+    param,
+    source_key_problems,
+)
 
 from ..common.hostlink import HostLinkConfig
 from ..common.target import arch_file

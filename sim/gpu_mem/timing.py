@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from coaccel.trace import Trace
+from coaccel.spine.trace import Trace
 
 from ..common.hostlink import copy_seconds
 from ..common.streams import Scheduled, Task, schedule, task_prerequisites

@@ -32,8 +32,8 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-from coaccel.config import FrozenMap
-from coaccel.trace import Trace
+from coaccel.spine.config import FrozenMap
+from coaccel.spine.trace import Trace
 
 from ..common import offchip
 from ..common.cache import CacheGeometry, CacheState, replay

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coaccel.config import ConfigError, Problem
 from coaccel.models.gpu.microbench import GENERATORS
-from coaccel.trace import Trace, TraceError
+from coaccel.spine.config import ConfigError, Problem
+from coaccel.spine.trace import Trace, TraceError
 
 __all__ = ["WORKLOAD_GENERATORS", "GpuWorkload", "load_workload", "register_generator"]
 

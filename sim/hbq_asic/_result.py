@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from coaccel.config import config_digest
 from coaccel.models.hbq import WorkloadTiles
+from coaccel.spine.config import config_digest
 
 from ._hw import HwParams
 from .config import HbqArchConfig

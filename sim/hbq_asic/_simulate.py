@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from coaccel.models.hbq import TraceSegment
 from coaccel.sim.common import attribute_stalls, table_code
-from coaccel.trace import Trace
+from coaccel.spine.trace import Trace
 
 from ._hw import HwParams, hw_params
 from ._result import _notes, _stats

@@ -23,7 +23,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from coaccel.config import (
+from coaccel.models.formats import HBQ_PRESETS, format_names, resolve
+from coaccel.models.hbq import PLAIN_FORMAT_BITS, OperandStorage, psum_bits_per_element
+from coaccel.spine.config import (
     ConfigError,
     DramConfig,
     FrozenMap,
@@ -32,8 +34,6 @@ from coaccel.config import (
     param,
     source_key_problems,
 )
-from coaccel.models.formats import HBQ_PRESETS, format_names, resolve
-from coaccel.models.hbq import PLAIN_FORMAT_BITS, OperandStorage, psum_bits_per_element
 
 from ..common.buffer import OnChipBuffer
 from ..common.target import arch_file

@@ -47,7 +47,7 @@ from coaccel.sim.common import (
     table_code,
 )
 from coaccel.sim.common import run_program as common_run_program
-from coaccel.trace import Trace
+from coaccel.spine.trace import Trace
 
 from ._hw import HwParams
 

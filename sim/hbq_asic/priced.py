@@ -38,7 +38,7 @@ def _element_name(spec: Any, bits: int, role: str) -> str:
     if isinstance(spec, str) and spec.lower() in ("fp16", "bf16", "fp32"):
         return spec.lower()
     if bits not in _E2_BY_BITS:
-        from coaccel.config import ConfigError, Problem
+        from coaccel.spine.config import ConfigError, Problem
 
         raise ConfigError(
             [Problem("", f"formats.{role}.element_bits", bits,

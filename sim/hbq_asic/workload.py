@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from coaccel.config import ConfigError, Problem, config_digest
 from coaccel.models.hbq import TraceSegment, WorkloadTiles, iter_transformer_segments
-from coaccel.workload import (
+from coaccel.spine.config import ConfigError, Problem, config_digest
+from coaccel.spine.workload import (
     WORKLOAD_NAMES,
     Workload,
     WorkloadConfig,

@@ -45,8 +45,8 @@ def simulator_arch(p: dict[str, int]):
     """The FPGA simulator's KV260 design with this build's L and M, q loaded and outputs written
     M elements per cycle, and no pipeline stages: the top computes each column's score and
     softmax step in one cycle, so its whole per-block constant is ``FILL`` (cycles.csv)."""
-    from coaccel.config import override
     from coaccel.sim.deltallm_fpga import load_arch
+    from coaccel.spine.config import override
 
     changes = {f"pipeline.{s}_cycles": 0 for s in STAGES}
     changes.update(

@@ -15,8 +15,7 @@ import pytest
 import yaml
 
 from coaccel import arch_configs
-from coaccel._units import unit_for_name
-from coaccel.config import (
+from coaccel.spine.config import (
     ConfigError,
     DramConfig,
     FrozenMap,
@@ -29,7 +28,8 @@ from coaccel.config import (
     param,
     parse_quantity,
 )
-from coaccel.errors import CoaccelError
+from coaccel.spine.errors import CoaccelError
+from coaccel.spine.units import unit_for_name
 
 # ---------------------------------------------------------------------------------------------
 # A small schema that exercises every supported type.

@@ -16,7 +16,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coaccel import arch_configs
-from coaccel.config import ConfigError, DramConfig, Problem, load_config, load_config_dict, param
+from coaccel.spine.config import (
+    ConfigError,
+    DramConfig,
+    Problem,
+    load_config,
+    load_config_dict,
+    param,
+)
 
 PRESETS = ["lpddr4_28nm_asic", "ddr4_kv260", "hbm3e_h200", "hbm2e_a100_80g", "gddr6_rtx_a6000"]
 PRESET_DATA = {n: yaml.safe_load(arch_configs.path(f"dram/{n}.yaml").read_text()) for n in PRESETS}

@@ -19,14 +19,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from coaccel.config import (
+from coaccel.sim.hbq_asic import load_arch
+from coaccel.spine.config import (
     ConfigError,
     config_digest,
     dump_config,
     load_config_dict,
     override,
 )
-from coaccel.sim.hbq_asic import load_arch
 
 SHIPPED = Path(__file__).resolve().parents[2] / "arch_configs" / "hbq_asic"
 ARCHS = sorted(p.stem for p in SHIPPED.glob("*.yaml"))

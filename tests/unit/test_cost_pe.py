@@ -26,7 +26,7 @@ from coaccel.cost import (
     scale_spec,
 )
 from coaccel.cost._pe import _shipped_calibration
-from coaccel.errors import CoaccelError
+from coaccel.spine.errors import CoaccelError
 
 # specs/hbq.md §3.5, W4 E2M1 x A E2M(Y-3), B = 4..128 (area um2/MAC, energy fJ/MAC).
 BLOCKS = (4, 8, 16, 32, 64, 128)
@@ -275,8 +275,8 @@ def test_bad_combinations_raise() -> None:
 
 
 def test_calibration_point_unit_must_match_quantity() -> None:
-    from coaccel.config import ConfigError, load_config_dict
     from coaccel.cost import CalibrationSet
+    from coaccel.spine.config import ConfigError, load_config_dict
 
     bad = {
         "label": "x",
@@ -391,8 +391,8 @@ def _area_csv(path, rows):
 
 
 def test_synth_points_are_ratios_anchored_at_published_points(tmp_path) -> None:
-    from coaccel.config import load_config
     from coaccel.cost import CalibrationSet, synth_points, write_synth_calibration
+    from coaccel.spine.config import load_config
     from coaccel.synth import read_area_csv
 
     csv_path = tmp_path / "hbq_area.csv"
@@ -451,8 +451,8 @@ def test_shipped_synth_calibration_matches_the_area_table() -> None:
     # arch_configs/cost/pe_calibration_synth.yaml is generated from rtl/synth/hbq_area.csv by
     # `coaccel cost calibrate`; regenerate it whenever the area table changes.
     from coaccel import arch_configs
-    from coaccel.config import load_config
     from coaccel.cost import CalibrationSet, synth_points
+    from coaccel.spine.config import load_config
     from coaccel.synth import find_rtl_dir, read_area_csv
 
     rows = read_area_csv(find_rtl_dir() / "synth" / "hbq_area.csv")

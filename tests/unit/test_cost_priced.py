@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-from coaccel.config import override
 from coaccel.cost import arch_area, evaluate, pe_format_of, price, shipped_table
-from coaccel.errors import CoaccelError
 from coaccel.sim.common import BufferUse, LogicUse, MacArray, OffChipUse, PricedComponents
 from coaccel.sim.hbq_asic import load_arch, priced_components
+from coaccel.spine.config import override
+from coaccel.spine.errors import CoaccelError
 
 
 def _design(**kw: object) -> PricedComponents:

@@ -10,10 +10,10 @@ import math
 
 import pytest
 
-from coaccel.config import override
 from coaccel.cost import PeFormat, arch_area, evaluate, pe_cost, pe_format_of
 from coaccel.sim.hbq_asic import load_arch
 from coaccel.sim.hbq_asic.stats import BufferAccess, DramAccess, HbqSimStats
+from coaccel.spine.config import override
 
 HBQ_E = PeFormat(
     weight="e2m1", act="e2m2", block=128, scale="e5m3", ub=32, l2_act="sig1", l2_weight="mix"

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from coaccel.config import ConfigError
 from coaccel.cost import (
     NODES_NM,
     TABLE_FILES,
@@ -22,7 +21,8 @@ from coaccel.cost import (
     sram_model,
     table_rows,
 )
-from coaccel.errors import CoaccelError
+from coaccel.spine.config import ConfigError
+from coaccel.spine.errors import CoaccelError
 
 
 @pytest.mark.parametrize("name", TABLE_FILES)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 import coaccel
-from coaccel.config import override
 from coaccel.cost import FPGA_TABLE, arch_area, evaluate, shipped_table
 from coaccel.sim.common import FpgaResourceUse
 from coaccel.sim.deltallm_fpga import estimate_resources
 from coaccel.simulation import load_arch
+from coaccel.spine.config import override
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ import math
 import numpy as np
 import pytest
 
-from coaccel.config import ConfigError, override
 from coaccel.sim.deltallm_fpga import (
     blocks_cycles,
     estimate_resources,
@@ -20,6 +19,7 @@ from coaccel.sim.deltallm_fpga import (
     mux_luts,
     query_block_cycles,
 )
+from coaccel.spine.config import ConfigError, override
 
 
 def _oracle(kinds, nnzs, *, d, dv, m, lanes, fill, q_load, out_write, softmax=1):

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import coaccel
-from coaccel.config import ConfigError, override
 from coaccel.models import deltallm as dl
 from coaccel.sim.deltallm_fpga import (
     layer_qk,
@@ -22,7 +21,8 @@ from coaccel.sim.deltallm_fpga import (
 from coaccel.sim.deltallm_fpga._simulate import simulate_layer_events
 from coaccel.sim.deltallm_fpga.baseline import TELLME_V2_TTFT_S, calibrate_tellme
 from coaccel.simulation import kinds, load_arch
-from coaccel.workload import load_workload
+from coaccel.spine.config import ConfigError, override
+from coaccel.spine.workload import load_workload
 
 WL = "llama-3.2-1b:prefill_64"
 

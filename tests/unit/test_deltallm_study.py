@@ -18,10 +18,10 @@ import pytest
 from testkit import require_module
 
 from coaccel.cli import main
-from coaccel.config import ConfigError, load_config
 from coaccel.models.deltallm import attention
 from coaccel.models.nn import AttentionTensors, synthetic_attention
 from coaccel.report.deltallm import CSV_COLUMNS, format_delta_table, write_delta_report
+from coaccel.spine.config import ConfigError, load_config
 from coaccel.studies.deltallm import (
     DeltaStudyConfig,
     RealDeltaConfig,
@@ -354,6 +354,6 @@ def test_cli_real_data(tmp_path: Path, capsys) -> None:
 
 def test_real_config_bounds() -> None:
     with pytest.raises(ConfigError, match="tokens"):
-        from coaccel.config import override
+        from coaccel.spine.config import override
 
         override(DeltaStudyConfig(real=RealDeltaConfig()), {"real.tokens": 513})

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from coaccel.models import deltallm as dl
-from coaccel.trace import Trace
+from coaccel.spine.trace import Trace
 
 
 def _case(seed=0, hq=8, hkv=2, t=37, d=16, theta=3, window=5, tau=2.0, block=4, n_sink=1):

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from testkit import require_module
 
-from coaccel.config import ConfigError
 from coaccel.dse import Store, load_spec, run_sweep
+from coaccel.spine.config import ConfigError
 from coaccel.studies.quant import (
     QuantStudyConfig,
     RealDataConfig,

@@ -19,7 +19,7 @@ from coaccel.dse.analysis import (
     report_objectives,
     select_index,
 )
-from coaccel.errors import CoaccelError
+from coaccel.spine.errors import CoaccelError
 
 SMALL = config_path("sweeps/small_test.yaml")
 

@@ -17,7 +17,7 @@ import pytest
 from coaccel import arch_configs
 from coaccel.cli import main
 from coaccel.dse import Row, Store, expand, load_spec, run_sweep
-from coaccel.errors import CoaccelError
+from coaccel.spine.errors import CoaccelError
 
 SMALL = arch_configs.path("sweeps/small_test.yaml")
 

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 import coaccel
-from coaccel.config import ConfigError, dump_config, load_config_dict
 from coaccel.cost import _sram as cost_sram
 from coaccel.cost import _system as cost_system
 from coaccel.dse import expand, load_spec
@@ -29,6 +28,7 @@ from coaccel.sim.common import buffer as common_buffer
 from coaccel.sim.hbq_asic import analytical
 from coaccel.sim.hbq_asic import config as hbq_config
 from coaccel.simulation import find_arch
+from coaccel.spine.config import ConfigError, dump_config, load_config_dict
 
 # Random samples over keys the analytical model and the cost model read (clock, PE count,
 # every buffer, double buffering, the softmax unit, DRAM): some combinations are

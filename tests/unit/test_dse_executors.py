@@ -12,9 +12,9 @@ from testkit import require_module
 
 from coaccel import arch_configs
 from coaccel.cli import main
-from coaccel.config import ConfigError
 from coaccel.dse import DaskExecutor, Store, load_spec, open_executor, run_sweep
-from coaccel.errors import CoaccelError
+from coaccel.spine.config import ConfigError
+from coaccel.spine.errors import CoaccelError
 
 SMALL = arch_configs.path("sweeps/small_test.yaml")
 

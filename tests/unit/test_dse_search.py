@@ -11,7 +11,7 @@ import pytest
 from testkit import require_module
 
 from coaccel.dse import Store, Strategy, combinations, expand, load_spec, run_sweep
-from coaccel.errors import CoaccelError
+from coaccel.spine.errors import CoaccelError
 
 require_module("optuna", "pip install -e '.[dse]'")
 
@@ -149,7 +149,7 @@ def test_nsga2_needs_optuna(tmp_path, monkeypatch):
     ],
 )  # fmt: skip
 def test_bad_nsga2_strategies(tmp_path, strategy, key, message):
-    from coaccel.config import ConfigError
+    from coaccel.spine.config import ConfigError
 
     p = tmp_path / "bad.yaml"
     p.write_text(SPEC.replace("{kind: nsga2, seed: 3, population: 6, generations: GEN}", strategy))
@@ -159,7 +159,7 @@ def test_bad_nsga2_strategies(tmp_path, strategy, key, message):
 
 
 def test_nsga2_needs_objectives(tmp_path):
-    from coaccel.config import ConfigError
+    from coaccel.spine.config import ConfigError
 
     p = tmp_path / "bad.yaml"
     text = SPEC.replace("GEN", "2")

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from coaccel import arch_configs
-from coaccel.config import ConfigError
 from coaccel.dse import ParamRange, combinations, expand, load_spec, parse_expr, point_id
+from coaccel.spine.config import ConfigError
 
 BASE = """\
 version: 1

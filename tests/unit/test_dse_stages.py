@@ -9,7 +9,6 @@ import itertools
 import numpy as np
 import pytest
 
-from coaccel.config import ConfigError
 from coaccel.dse import (
     Store,
     front_with_margin,
@@ -18,6 +17,7 @@ from coaccel.dse import (
     run_sweep,
     top_k_by_rank,
 )
+from coaccel.spine.config import ConfigError
 
 SPEC = """\
 version: 1

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from coaccel.errors import CoaccelError
 from coaccel.sim.gpu_mem import load_arch
+from coaccel.spine.errors import CoaccelError
 from coaccel.validate import gpu_fit
 from coaccel.validate.gpu_fit import fit_parameters, read_calibration_csv
 
@@ -124,12 +124,12 @@ def test_h200_fit_plateaus_and_analog_latencies() -> None:
 def test_fitted_config_loads_back_and_keeps_rules(tmp_path) -> None:  # noqa: ANN001
     import yaml
 
-    from coaccel.config import dump_config, load_config
     from coaccel.sim.gpu_mem import GpuArchConfig
+    from coaccel.spine.config import dump_config, load_config
 
     arch = load_arch("a100_80g")
     changes, params, _ = fit_parameters(arch, read_calibration_csv(A100_CSV))
-    from coaccel.config import override
+    from coaccel.spine.config import override
 
     fitted = override(arch, changes)
     path = tmp_path / "a100_fitted.yaml"

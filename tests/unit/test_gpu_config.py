@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from coaccel.config import ConfigError
 from coaccel.sim.gpu_mem import ARCH_NAMES, load_arch
 from coaccel.sim.gpu_mem.config import arch_path
+from coaccel.spine.config import ConfigError
 
 
 def test_shipped_gpus() -> None:

@@ -10,7 +10,6 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from coaccel.config import ConfigError
 from coaccel.models.gpu import (
     DecodeShape,
     bf16_bits_to_f32,
@@ -32,6 +31,7 @@ from coaccel.models.gpu import (
 )
 from coaccel.models.gpu._splitk import _score_scale, _tree_sum
 from coaccel.models.gpu.ffd import _E4M3_VALUES
+from coaccel.spine.config import ConfigError
 
 # -- code points ---------------------------------------------------------------------------
 

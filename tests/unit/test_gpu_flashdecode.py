@@ -22,7 +22,7 @@ from coaccel.models.gpu import (
     reduce_partials,
     split_k_partials,
 )
-from coaccel.trace import Trace
+from coaccel.spine.trace import Trace
 
 # -- bf16 ----------------------------------------------------------------------------------
 

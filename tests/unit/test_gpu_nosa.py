@@ -5,10 +5,10 @@ import math
 import numpy as np
 import pytest
 
-from coaccel.config import ConfigError
 from coaccel.models.gpu import DecodeShape, bf16_bits_to_f32
 from coaccel.models.gpu.nosa import NosaConfig, NosaModel, nosa_decode
 from coaccel.sim.gpu_mem import load_arch, load_workload, simulate
+from coaccel.spine.config import ConfigError
 
 ROW = 128 * 2  # D x bf16, B
 BLOCK_FETCH = 2 * 64 * ROW + 64 * 2  # K + V rows and cis of one block, B
@@ -137,8 +137,8 @@ def test_bad_config():
 @pytest.mark.slow  # load_spec runs every workload's reference (about 20 s)
 def test_offload_sweep_spec_and_link_effect():
     from coaccel.arch_configs import path as shipped
-    from coaccel.config import override
     from coaccel.dse import load_spec
+    from coaccel.spine.config import override
 
     loaded = load_spec(shipped("sweeps/gpu_offload_keep_context_link.yaml"))
     spec = loaded.spec

@@ -124,7 +124,7 @@ def test_dram_runs_follow_channel_interleave() -> None:
 
 def test_tensor_map_places_records() -> None:
     from coaccel.sim.common.sectors import absolute_starts
-    from coaccel.trace import TraceBuilder
+    from coaccel.spine.trace import TraceBuilder
 
     b = TraceBuilder(producer="test", workload={}, config_digest=None, seed=None)
     b.allocate("A", space="HBM", nbytes=4096)

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import coaccel
-from coaccel.config import ConfigError
 from coaccel.models.gpu import microbench as mb
 from coaccel.sim.gpu_mem import load_arch
-from coaccel.trace import TraceBuilder
+from coaccel.spine.config import ConfigError
+from coaccel.spine.trace import TraceBuilder
 
 H200 = load_arch("h200")
 A100 = load_arch("a100_80g")

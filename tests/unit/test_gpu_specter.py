@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from coaccel.config import ConfigError
 from coaccel.models.gpu.specter import (
     MoEShape,
     SpecterModel,
@@ -12,6 +11,7 @@ from coaccel.models.gpu.specter import (
     specter_decode,
 )
 from coaccel.sim.gpu_mem import load_arch, load_workload, simulate
+from coaccel.spine.config import ConfigError
 
 SMALL = MoEShape(moe_layers=4)
 

@@ -14,7 +14,7 @@ from coaccel.sim.hbq_asic import load_arch
 from coaccel.sim.hbq_asic._hw import hw_params
 from coaccel.sim.hbq_asic.analytical import _CLOCK_SIDE, _nbytes
 from coaccel.sim.hbq_asic.engine import pe_tile_closed_form
-from coaccel.trace import storage_bytes
+from coaccel.spine.trace import storage_bytes
 
 
 def test_nbytes_equals_storage_bytes() -> None:

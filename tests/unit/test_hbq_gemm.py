@@ -24,7 +24,7 @@ from coaccel.models.hbq import (
     hbq_gemm,
     hbq_gemm_codes,
 )
-from coaccel.trace import Trace
+from coaccel.spine.trace import Trace
 
 
 def exact_block_sums(qa, qw) -> list[list[list[Fraction]]]:

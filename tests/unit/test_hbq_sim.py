@@ -13,7 +13,6 @@ import math
 import pytest
 
 from coaccel.cli import main as cli_main
-from coaccel.config import ConfigError
 from coaccel.models.hbq import TraceSegment, gemm_trace
 from coaccel.sim.hbq_asic import (
     ARCH_NAMES,
@@ -24,6 +23,7 @@ from coaccel.sim.hbq_asic import (
     simulate_segments,
     workload_segments,
 )
+from coaccel.spine.config import ConfigError
 
 TINY = """\
 version: 1
@@ -140,7 +140,7 @@ def test_partial_sum_bq_halves_the_weight_traffic():
     # MXINT8 partial sums double the token tile (512 vs 256), so HBQ streams the weights half
     # as often as an FP16-partial-sum design with the same formats (specs/hbq.md §2.2).
     hbq = load_arch("hbq_e_28nm")
-    from coaccel.config import override
+    from coaccel.spine.config import override
 
     fp16 = override(hbq, {"psum.mode": "fp16", "psum.unit_latency_cycles": 1,
                           "buffers.psum.bank_width_bits": 256})  # fmt: skip
@@ -154,7 +154,7 @@ def test_partial_sum_bq_halves_the_weight_traffic():
 
 
 def _resident(name="hbq_e_28nm", act_kib=None):
-    from coaccel.config import override
+    from coaccel.spine.config import override
 
     arch = load_arch(name)
     over = {"tiling.act_resident": True}

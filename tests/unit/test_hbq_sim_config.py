@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from coaccel.config import ConfigError, dump_config, load_config, load_config_dict, override
 from coaccel.sim.hbq_asic import (
     ARCH_NAMES,
     HbqArchConfig,
@@ -24,6 +23,7 @@ from coaccel.sim.hbq_asic import (
 )
 from coaccel.sim.hbq_asic._hw import hw_params
 from coaccel.sim.hbq_asic.engine import pe_tile_closed_form, pe_tile_cycles
+from coaccel.spine.config import ConfigError, dump_config, load_config, load_config_dict, override
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coaccel.config import override
 from coaccel.sim.hbq_asic import ARCH_NAMES, load_arch
 from coaccel.sim.hbq_asic._hw import hw_params
 from coaccel.sim.hbq_asic.engine import (
@@ -23,6 +22,7 @@ from coaccel.sim.hbq_asic.engine import (
     pe_tile_cycles,
     run_program,
 )
+from coaccel.spine.config import override
 
 
 def _fmts(hw):

@@ -27,8 +27,8 @@ from coaccel.models.hbq import (
     psum_bits_per_element,
     transformer_segments,
 )
-from coaccel.trace import Trace, TraceBuilder
-from coaccel.workload import ModelShape
+from coaccel.spine.trace import Trace, TraceBuilder
+from coaccel.spine.workload import ModelShape
 
 # ------------------------------------------------------------------ the original gemm_trace
 
@@ -505,9 +505,9 @@ def test_segment_argument_errors():
 
 
 def test_simulator_traces_carry_the_architecture_digest():
-    from coaccel.config import config_digest
     from coaccel.sim.hbq_asic import load_arch, load_workload
     from coaccel.sim.hbq_asic.workload import iter_workload_segments
+    from coaccel.spine.config import config_digest
 
     arch = load_arch("hbq_e_28nm")
     segs = list(iter_workload_segments(arch, load_workload("llama-3.2-1b:decode_1k")))

@@ -20,8 +20,8 @@ PACKAGE_DIRS = {"coaccel": ROOT / "coaccel", "coaccel.models": ROOT / "models",
 
 # Longest prefix wins. Lower number = lower layer.
 LAYERS: dict[str, int] = {
+    "coaccel.spine": 0,
     "coaccel.config": 0,
-    "coaccel._units": 0,
     "coaccel.errors": 0,
     "coaccel.trace": 0,
     "coaccel.workload": 0,
@@ -199,6 +199,7 @@ def test_no_private_imports_across_packages() -> None:
     ("module", "layer"),
     [
         ("coaccel.trace", 0),
+        ("coaccel.spine.trace", 0),
         ("coaccel.models.hbq", 1),
         ("coaccel.sim.common.target", 2),
         ("coaccel.cost._system", 3),

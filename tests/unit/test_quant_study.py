@@ -19,8 +19,6 @@ from testkit import require_module
 import coaccel.studies.quant as study
 from coaccel.arch_configs import path as shipped
 from coaccel.cli import main
-from coaccel.config import ConfigError, load_config
-from coaccel.errors import MissingDependencyError
 from coaccel.models.formats import quantize
 from coaccel.models.nn import synthetic_pair
 from coaccel.report.quant import (
@@ -28,6 +26,8 @@ from coaccel.report.quant import (
     format_quant_table,
     write_quant_report,
 )
+from coaccel.spine.config import ConfigError, load_config
+from coaccel.spine.errors import MissingDependencyError
 from coaccel.studies.quant import (
     QuantStudyConfig,
     RealDataConfig,

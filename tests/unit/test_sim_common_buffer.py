@@ -7,10 +7,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from coaccel.config import ConfigError, override
 from coaccel.sim.common import OnChipBuffer
 from coaccel.sim.hbq_asic import ARCH_NAMES, load_arch
 from coaccel.sim.hbq_asic._hw import hw_params
+from coaccel.spine.config import ConfigError, override
 
 # Access widths of the shipped HBQ architectures as their files gave them before the buffers had
 # one meaning of width (ACT and WGT: all banks together; PSUM: one bank word). The HBQ results

@@ -27,7 +27,7 @@ from coaccel.sim.common import (
 )
 from coaccel.sim.hbq_asic.engine import HBQ_QUEUES, STALL_ATTRIBUTION
 from coaccel.sim.hbq_asic.stats import STALL_CAUSES
-from coaccel.trace import TraceBuilder
+from coaccel.spine.trace import TraceBuilder
 
 
 def _prog(queue, occ, lat, dep) -> QueueProgram:

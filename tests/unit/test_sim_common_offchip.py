@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from coaccel import arch_configs
-from coaccel.config import ConfigError, DramConfig, dump_config, load_config, load_config_dict
 from coaccel.sim.common import offchip
 from coaccel.sim.hbq_asic import load_arch
 from coaccel.sim.hbq_asic._hw import hw_params
+from coaccel.spine.config import ConfigError, DramConfig, dump_config, load_config, load_config_dict
 
 BASE = {
     "version": 1,

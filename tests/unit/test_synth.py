@@ -25,7 +25,7 @@ from testkit import require_program
 
 from coaccel import synth
 from coaccel.cli import main
-from coaccel.errors import CoaccelError
+from coaccel.spine.errors import CoaccelError
 
 ROOT = Path(__file__).resolve().parents[2]
 AREA_CSV = ROOT / "rtl" / "synth" / "hbq_area.csv"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from coaccel import synth
-from coaccel.errors import CoaccelError
+from coaccel.spine.errors import CoaccelError
 
 ROOT = Path(__file__).resolve().parents[2]
 KV260_CSV = ROOT / "rtl" / "synth" / "deltallm_kv260.csv"

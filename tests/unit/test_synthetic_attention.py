@@ -15,7 +15,7 @@ from coaccel.models.nn import (
     rope_frequencies,
     synthetic_attention,
 )
-from coaccel.workload import ModelShape, RopeScaling
+from coaccel.spine.workload import ModelShape, RopeScaling
 
 
 def _lag_corr(x: np.ndarray, lag: int) -> float:

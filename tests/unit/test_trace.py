@@ -10,7 +10,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from coaccel.trace import (
+from coaccel.spine.trace import (
     COMPUTE_DTYPE,
     EVENT_DTYPE,
     EVENT_KINDS,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from coaccel.cli import main
-from coaccel.errors import CoaccelError
+from coaccel.spine.errors import CoaccelError
 from coaccel.validate.gpu import mape_pct, pearson_r, validate_gpu
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -355,8 +355,8 @@ def _table(key: str) -> float:
 
 
 def test_psum_logic_is_priced_by_the_partial_sum_mode() -> None:
-    from coaccel.config import override
     from coaccel.cost import arch_area
+    from coaccel.spine.config import override
 
     hbq_e, amove = load_arch("hbq_e_28nm"), load_arch("amove_28nm")
     assert (hbq_e.psum.mode, amove.psum.mode) == ("mxint8_running", "fp16")

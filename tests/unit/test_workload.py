@@ -14,9 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from coaccel.config import ConfigError, config_digest, dump_config, load_config, load_config_dict
 from coaccel.sim.hbq_asic import simulate
-from coaccel.workload import (
+from coaccel.spine.config import (
+    ConfigError,
+    config_digest,
+    dump_config,
+    load_config,
+    load_config_dict,
+)
+from coaccel.spine.workload import (
     WORKLOAD_NAMES,
     ModelShape,
     RopeScaling,
