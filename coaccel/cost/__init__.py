@@ -10,8 +10,21 @@
   uncertainty (``arch_configs/cost/*.yaml``).
 """
 
-from . import _pe, _sram, _synthcal, _system, _tables, _tech
-from ._pe import *  # noqa: F403
+from . import (
+    _pe_features,
+    _pe_fit,
+    _pe_formats,
+    _pe_model,
+    _sram,
+    _synthcal,
+    _system,
+    _tables,
+    _tech,
+)
+from ._pe_features import *  # noqa: F403
+from ._pe_fit import *  # noqa: F403
+from ._pe_formats import *  # noqa: F403
+from ._pe_model import *  # noqa: F403
 from ._sram import *  # noqa: F403
 from ._synthcal import *  # noqa: F403
 from ._system import *  # noqa: F403
@@ -19,7 +32,10 @@ from ._tables import *  # noqa: F403
 from ._tech import *  # noqa: F403
 
 __all__ = [
-    *_pe.__all__,
+    *_pe_features.__all__,
+    *_pe_fit.__all__,
+    *_pe_formats.__all__,
+    *_pe_model.__all__,
     *_sram.__all__,
     *_synthcal.__all__,
     *_system.__all__,

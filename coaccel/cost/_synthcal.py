@@ -21,7 +21,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..spine.errors import CoaccelError
-from ._pe import CalibrationPoint, PeFormat
+from ._pe_fit import CalibrationPoint
+from ._pe_formats import PeFormat
 
 __all__ = ["SYNTH_CALIBRATION_FILE", "synth_points", "write_synth_calibration"]
 

@@ -25,7 +25,7 @@ from coaccel.cost import (
     pe_model,
     scale_spec,
 )
-from coaccel.cost._pe import _shipped_calibration
+from coaccel.cost._pe_fit import _shipped_calibration
 from coaccel.spine.errors import CoaccelError
 
 # specs/hbq.md §3.5, W4 E2M1 x A E2M(Y-3), B = 4..128 (area um2/MAC, energy fJ/MAC).
