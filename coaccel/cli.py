@@ -2,7 +2,8 @@
 
 Each sub-command lives in ``coaccel/commands/<name>.py`` and exposes ``register(subparsers)``,
 which adds its parser and sets ``func`` (a callable taking the parsed namespace and returning an
-exit status). This module only assembles them.
+exit status). A target may add commands of its own (its ``commands``, registered the same way,
+after coaccel's). This module only assembles them.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from . import __version__
 
 # Order here is the order in --help.
 COMMANDS = (
-    "demo", "quant", "delta", "sim", "cost", "sweep", "sweep_report", "validate", "gpu_calibrate",
-    "report", "synth",
+    "demo", "quant", "sim", "cost", "sweep", "sweep_report", "validate", "report", "synth",
 )  # fmt: skip
 
 DESCRIPTION = """\
@@ -60,6 +60,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(title="commands", metavar="<command>")
     for name in COMMANDS:
         importlib.import_module(f"coaccel.commands.{name}").register(sub)
+    from .simulation import targets
+
+    for t in targets():
+        for register in t.commands:
+            register(sub)
     return parser
 
 
@@ -76,13 +81,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         Process exit status.
     """
-    parser = build_parser()
+    from .spine.errors import CoaccelError
+
+    try:
+        parser = build_parser()
+    except CoaccelError as exc:  # a target that does not load: say which, in one line
+        _error("", str(exc))
+        return 2
     args = parser.parse_args(argv)
     if not hasattr(args, "func"):
         parser.print_help()
         return 2
-    from .spine.errors import CoaccelError
-
     command = getattr(args, "command", "coaccel")
     try:
         return int(args.func(args) or 0)
@@ -116,7 +125,8 @@ def _error(command: str, message: str) -> None:
     # ConfigError lists one problem per line; keep them, prefixed, each on its own line.
     for line in lines:
         try:
-            print(f"coaccel {command}: error: {line}", file=sys.stderr, flush=True)
+            where = f"coaccel {command}" if command else "coaccel"
+            print(f"{where}: error: {line}", file=sys.stderr, flush=True)
         except (BrokenPipeError, OSError):
             return
 

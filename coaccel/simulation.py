@@ -1,48 +1,62 @@
-"""One entry point for every simulator target: :func:`simulate`, dispatching on ``kind:``.
+"""One entry point for every target: :func:`simulate`, dispatching on ``kind:``, and the registry.
 
-An architecture file says which simulator it is for (``kind: hbq_asic``); shipped files live in
-``arch_configs/<kind>/<name>.yaml`` and can be named by their stem (``"hbq_e_28nm"``). The
-registry maps each kind to the :class:`~coaccel.sim.common.SimTarget` its simulator package
-exposes as ``TARGET``; :func:`simulate` loads the architecture and workload through it, applies
-overrides and runs the chosen mode. Sweeps, ``coaccel sim`` and the cost model use only this
-module and the target descriptions, never a simulator's internals.
+An architecture file says which target it is for (``kind: <name>``); shipped files live in
+``arch_configs/<kind>/<name>.yaml`` and can be named by their stem. Targets are found through the
+``coaccel.targets`` entry-point group (coaccel's own targets register there too, in its
+``pyproject.toml``), or registered at run time with :func:`register_target`. Each publishes one
+:class:`~coaccel.spine.target.SimTarget`; :func:`simulate` loads the architecture and workload
+through it, applies overrides and runs the chosen mode. Sweeps, the cost model, reports,
+validation, the demo and the command line reach targets only through :func:`kinds` and
+:func:`target`.
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
+from .spine.errors import CoaccelError
+from .spine.target import SimTarget
 
-from .sim.common import SimTarget
-from .spine.config import ConfigError, Problem, override
+if TYPE_CHECKING:  # the config machinery (and yaml) load on first use: a fast start-up
+    from .spine.config import Problem
 
 __all__ = [
-    "BUILTIN_TARGETS",
+    "ENTRY_POINT_GROUP",
     "find_arch",
     "kinds",
     "load_arch",
     "register_target",
     "simulate",
     "target",
+    "targets",
 ]
 
-BUILTIN_TARGETS: Mapping[str, str] = {
-    "hbq_asic": "coaccel.sim.hbq_asic",
-    "deltallm_fpga": "coaccel.sim.deltallm_fpga",
-    "gpu": "coaccel.sim.gpu_mem",
-}
-"""Kind -> the module whose ``TARGET`` describes it (imported on first use)."""
+ENTRY_POINT_GROUP = "coaccel.targets"
+"""The entry-point group a package lists its targets in (name = kind, value = its
+:class:`~coaccel.spine.target.SimTarget`)."""
 
 _REGISTERED: dict[str, SimTarget] = {}
+_ENTRY_POINTS: dict[str, Any] | None = None
+
+
+def _entry_points() -> dict[str, Any]:
+    """Kind -> entry point of every installed target (read once)."""
+    global _ENTRY_POINTS
+    if _ENTRY_POINTS is None:
+        from importlib.metadata import entry_points
+
+        found: dict[str, Any] = {}
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            found.setdefault(ep.name, ep)
+        _ENTRY_POINTS = found
+    return _ENTRY_POINTS
 
 
 def register_target(t: SimTarget) -> None:
-    """Register a simulator target that is not built in (a plug-in).
+    """Register a target at run time (beside those found through entry points).
 
     Args:
         t: the target description.
@@ -52,38 +66,60 @@ def register_target(t: SimTarget) -> None:
     """
     have = _REGISTERED.get(t.kind)
     if have is not None and have is not t:
-        raise ValueError(f"simulator kind {t.kind!r} is already registered")
+        raise ValueError(f"target kind {t.kind!r} is already registered")
     _REGISTERED[t.kind] = t
 
 
 def kinds() -> tuple[str, ...]:
-    """Every registered simulator kind, sorted."""
-    return tuple(sorted(set(BUILTIN_TARGETS) | set(_REGISTERED)))
+    """Every registered target kind, sorted (nothing is imported to list them)."""
+    return tuple(sorted(set(_entry_points()) | set(_REGISTERED)))
 
 
 def target(kind: str) -> SimTarget:
     """The target registered for a kind.
 
     Args:
-        kind: ``"hbq_asic"``, ...
+        kind: a registered kind (:func:`kinds`).
 
     Returns:
         Its :class:`SimTarget`.
 
     Raises:
         ConfigError: no such kind (the message lists the registered ones).
+        CoaccelError: the entry point does not load or is not a target of that kind.
     """
     if kind in _REGISTERED:
         return _REGISTERED[kind]
-    mod = BUILTIN_TARGETS.get(kind)
-    if mod is None:
+    ep = _entry_points().get(kind)
+    if ep is None:
+        from .spine.config import ConfigError
+
         raise ConfigError([_unknown_kind("<simulate>", kind)])
-    t = importlib.import_module(mod).TARGET
+    try:
+        t = ep.load()
+    except Exception as e:  # a broken plug-in: name it, do not crash the command
+        raise CoaccelError(
+            f"target {kind!r} (entry point {ep.value!r} of group {ENTRY_POINT_GROUP!r}) "
+            f"does not load: {type(e).__name__}: {e}"
+        ) from e
+    if not isinstance(t, SimTarget) or t.kind != kind:
+        raise CoaccelError(
+            f"entry point {ep.value!r} of group {ENTRY_POINT_GROUP!r} is not the target of "
+            f"kind {kind!r} (got {type(t).__name__} "
+            f"{getattr(t, 'kind', '')!r}): it must name a coaccel.spine.target.SimTarget"
+        )
     _REGISTERED[kind] = t
     return t
 
 
+def targets() -> tuple[SimTarget, ...]:
+    """Every registered target, in kind order."""
+    return tuple(target(k) for k in kinds())
+
+
 def _unknown_kind(where: str, kind: Any) -> Problem:
+    from .spine.config import Problem
+
     valid = ", ".join(kinds())
     msg = f"unknown simulator kind {kind!r}; valid kinds: {valid}"
     close = difflib.get_close_matches(str(kind), kinds(), n=1)
@@ -94,6 +130,10 @@ def _unknown_kind(where: str, kind: Any) -> Problem:
 
 def _kind_of_file(path: Path) -> str:
     """The ``kind:`` of an architecture file, read before the full schema check."""
+    import yaml
+
+    from .spine.config import ConfigError, Problem
+
     try:
         data = yaml.safe_load(path.read_text())
     except OSError as e:
@@ -134,6 +174,8 @@ def find_arch(name: str | Path) -> tuple[SimTarget, Path]:
     Raises:
         ConfigError: no such file or shipped name, or a file without a valid ``kind:``.
     """
+    from .spine.config import ConfigError, Problem
+
     text = str(name)
     p = Path(text)
     if p.suffix in (".yaml", ".yml") and p.exists():
@@ -148,9 +190,7 @@ def find_arch(name: str | Path) -> tuple[SimTarget, Path]:
         if short in t.arch_names:
             matches.append(t)
     if len(matches) == 1:
-        from .arch_configs import path as shipped
-
-        return matches[0], shipped(f"{matches[0].kind}/{short}.yaml")
+        return matches[0], _shipped_file(matches[0], short)
     if len(matches) > 1:
         both = ", ".join(f"{t.kind}/{short}" for t in matches)
         raise ConfigError(
@@ -162,6 +202,15 @@ def find_arch(name: str | Path) -> tuple[SimTarget, Path]:
     if close:
         msg += f" (did you mean {close[0]!r}?)"
     raise ConfigError([Problem("<simulate>", "arch", text, msg, ", ".join(names))])
+
+
+def _shipped_file(t: SimTarget, name: str) -> Path:
+    """The file of a shipped architecture name of a target."""
+    if t.arch_file is not None:
+        return Path(t.arch_file(name))
+    from .arch_configs import path as shipped
+
+    return shipped(f"{t.kind}/{name}.yaml")
 
 
 def load_arch(arch: Any, overrides: Mapping[str, Any] | None = None) -> tuple[SimTarget, Any]:
@@ -177,6 +226,8 @@ def load_arch(arch: Any, overrides: Mapping[str, Any] | None = None) -> tuple[Si
     Raises:
         ConfigError: a bad file, name, kind or override.
     """
+    from .spine.config import override
+
     kind = getattr(arch, "kind", None)
     if isinstance(kind, str) and not isinstance(arch, (str, Path)):
         t = target(kind)
@@ -218,6 +269,8 @@ def simulate(
     Raises:
         ConfigError: bad architecture, workload, overrides, mode or option.
     """
+    from .spine.config import ConfigError, Problem
+
     t, cfg = load_arch(arch, overrides)
     problems = []
     if mode not in t.modes:

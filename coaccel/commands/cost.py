@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._args import add_output_flags, int_in
+from .args import add_out_file, add_output_flags, int_in
 
 EPILOG = """\
 examples:
@@ -105,13 +105,8 @@ def register(subparsers: Any) -> None:
         ),
     )
     cal.add_argument("--synth-csv", type=Path, required=True, metavar="CSV", help="area table")
-    cal.add_argument(
-        "--out",
-        type=Path,
-        default=Path("reports/cost") / "pe_calibration_synth.yaml",
-        metavar="YAML",
-        help="calibration file to write (default: reports/cost/pe_calibration_synth.yaml)",
-    )
+    add_out_file(cal, Path("reports/cost") / "pe_calibration_synth.yaml",
+                 what="calibration file to write (YAML)")  # fmt: skip
     cal.add_argument(
         "--update-shipped",
         action="store_true",
@@ -128,7 +123,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     """Write the Yosys-derived calibration file."""
     from ..cost import SYNTH_CALIBRATION_FILE, synth_points, write_synth_calibration
     from ..synth import read_area_csv
-    from ._args import out_file
+    from .args import out_file
 
     if args.update_shipped:
         from .. import arch_configs

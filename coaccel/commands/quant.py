@@ -8,12 +8,10 @@ report of :mod:`coaccel.report.quant` (CSV + PNG) into ``--out``, printing the t
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from .args import add_out, add_output_flags
 
 DEFAULT_CONFIG = "studies/quant_default.yaml"
 DEFAULT_OUT = Path("reports") / "quant"
@@ -65,24 +63,17 @@ def register(subparsers: Any) -> None:
         "--formats", metavar="A,B,...", help="comma-separated formats (fp32 = reference)"
     )
     p.add_argument("--data", metavar="SRC,...", help="comma-separated: synthetic, real")
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_OUT,
-        metavar="DIR",
-        help=f"output folder (default: ./{DEFAULT_OUT.as_posix()})",
-    )
+    add_out(p, DEFAULT_OUT)
     p.add_argument("--seed", type=int, metavar="N", help="seed of the synthetic tensors")
     p.add_argument(
         "--sentences", type=int, metavar="N", help="number of corpus sentences for the real model"
     )
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    p.add_argument("--json", action="store_true", help="print the result rows as JSON")
+    add_output_flags(p, "print the result rows as JSON")
     p.set_defaults(func=run, command="quant")
 
 
 def _split(text: str, flag: str) -> list[str]:
-    from ._args import comma_list
+    from .args import comma_list
 
     return comma_list(text, flag)
 
@@ -126,25 +117,17 @@ def run(args: argparse.Namespace) -> int:
                 problems.append(Problem("command line", key, p.value, p.message, p.valid))
             raise ConfigError(problems) from None
 
-    def progress(msg: str) -> None:
-        if not args.quiet:
-            print(f"quant: {msg}", file=sys.stderr, flush=True)
-
-    from ..report.files import write_manifest
     from ..studies.quant import rows_as_dicts
-    from ._args import prepare_out_dir
+    from .args import Outputs
 
-    prepare_out_dir(args.out)
-    result = run_quant_study(cfg, rng=np.random.default_rng(cfg.seed), progress=progress)
-    paths = write_quant_report(result, args.out)
-    write_manifest(args.out, paths, command="coaccel quant", settings={"config": str(cfg_path)})
-    if args.json:
-        doc = {"rows": rows_as_dicts(result.rows), "files": [str(p) for p in paths]}
-        json.dump(doc, sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
-        return 0
-    print(format_quant_table(result))
-    print()
-    for path in paths:
-        print(f"wrote {path}")
-    return 0
+    run_ = Outputs(args, "coaccel quant")
+    import numpy as np
+
+    result = run_quant_study(cfg, rng=np.random.default_rng(cfg.seed), progress=run_.progress)
+    paths = write_quant_report(result, run_.out)
+    return run_.finish(
+        paths,
+        text=format_quant_table(result),
+        doc={"rows": rows_as_dicts(result.rows)},
+        settings={"config": str(cfg_path)},
+    )

@@ -1,33 +1,31 @@
-"""``coaccel report <arch.yaml>...``: per-component area/energy report of HBQ ASIC designs.
+"""``coaccel report ARCH...``: the area/energy report of designs of any target kinds.
 
-For every architecture (a shipped name such as ``hbq_e_28nm`` or a YAML path) and every
-workload, runs the HBQ ASIC simulator (analytical mode by default: the full five-model ×
-five-architecture report then takes seconds; ``--mode cycle`` for the cycle-approximate one),
-turns the statistics into energy and area with :func:`coaccel.cost.evaluate`, and writes the
-report of :func:`coaccel.report.hbq.write_cost_report` (stacked bars PNG + SVG, CSV, Markdown,
-HTML) into ``--out``.
+For every architecture (a shipped name such as ``hbq_e_28nm``, ``kv260`` or ``h200``, or a YAML
+path), the target it belongs to prices it through its report role
+(:class:`coaccel.spine.target.ReportRole`): an ASIC's area and energy by component, an FPGA's
+resource use and power, a GPU's energy per token. The parts of every kind go into one report
+(:func:`coaccel.report.document.write_report`): ``cost_report.html`` (self-contained),
+``cost_report.md`` and ``cost_report.csv`` (every figure with unit, one-sigma uncertainty and
+source), plus each part's charts, in ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from ._args import add_output_flags, vars_of
+from .args import Outputs, add_out, add_output_flags
 
 DEFAULT_OUT = Path("reports") / "cost"
-DEFAULT_WORKLOADS = "llama-2-7b,llama-3-8b,llama-3.2-3b,qwen2.5-3b,qwen2.5-7b"
 
 EPILOG = """\
 examples:
   coaccel report hbq_e_28nm hbq_a_28nm nvfp4_28nm mxfp_w4a8_28nm amove_28nm
+  coaccel report hbq_e_28nm kv260 h200          one design of each kind, one report
   coaccel report arch_configs/hbq_asic/hbq_e_28nm.yaml --workload llama-3-8b --scenario prefill_16k
   coaccel report hbq_e_28nm --node 7 --mode cycle --workload llama-3.2-3b
-  coaccel report hbq_e_28nm --area-only
+  coaccel report hbq_e_28nm kv260 --area-only
 A sweep's report (Pareto fronts of a coaccel sweep store) is coaccel sweep-report.
 """
 
@@ -40,14 +38,16 @@ def register(subparsers: Any) -> None:
     """
     p = subparsers.add_parser(
         "report",
-        help="area/energy report of HBQ ASIC architectures (charts, tables, MD/HTML)",
+        help="area/energy report of designs of any kind (ASIC area and energy, FPGA "
+        "resources and power, GPU energy per token)",
         description=(
-            "Area and energy by component of one or more HBQ ASIC architectures on the "
-            "shipped workloads: stacked bars (PNG/SVG), tables with units and sources, a "
-            "Markdown and an HTML page. For the report of a design-space sweep (its Pareto "
-            "fronts and selected design), use 'coaccel sweep-report'."
+            "Area, resources and energy of one or more designs, each priced by its target: "
+            "charts, tables with units and sources, one CSV, a Markdown and a self-contained "
+            "HTML page. Workloads default to each target's own (coaccel report --help lists "
+            "them). For the report of a design-space sweep (its Pareto fronts and selected "
+            "design), use 'coaccel sweep-report'."
         ),
-        epilog=EPILOG,
+        epilog=EPILOG + _defaults_text(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("archs", nargs="+", metavar="ARCH", help="shipped arch name or YAML path")
@@ -55,82 +55,89 @@ def register(subparsers: Any) -> None:
         "--workload",
         "--workloads",
         dest="workloads",
-        default=DEFAULT_WORKLOADS,
-        metavar="M,M,...",
-        help="comma-separated models (default: the five of [R-PM] src/perf_model.py)",
+        default=None,
+        metavar="W,W,...",
+        help="comma-separated workloads for every design (default: each target's own)",
     )
-    p.add_argument("--scenario", default="prefill_2k", metavar="NAME", help="(prefill_2k)")
+    p.add_argument("--scenario", default=None, metavar="NAME",
+                   help="scenario of the workloads (default: each target's own)")  # fmt: skip
     p.add_argument(
         "--mode",
         choices=("analytical", "cycle"),
         default="analytical",
         help="simulator mode (default analytical: fast; cycle: cycle-approximate)",
     )
-    p.add_argument("--node", type=float, default=28, metavar="NM", help="28, 16, 7 or 5")
-    p.add_argument("--area-only", action="store_true", help="no workloads, area only")
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_OUT,
-        metavar="DIR",
-        help=f"output folder (default: ./{DEFAULT_OUT.as_posix()})",
-    )
-    add_output_flags(p, "print the cost rows (the CSV's) as JSON")
+    p.add_argument("--node", type=float, default=28, metavar="NM",
+                   help="technology node of ASIC figures: 28, 16, 7 or 5 (default 28)")  # fmt: skip
+    p.add_argument("--area-only", action="store_true", help="no workloads: area/resources only")
+    add_out(p, DEFAULT_OUT)
+    add_output_flags(p, "print every figure (the CSV's rows) as JSON")
     p.set_defaults(func=run, command="report")
 
 
+def _defaults_text() -> str:
+    """Each target's report and default workloads, for the help's epilog."""
+    from ..simulation import targets
+    from ..spine.errors import CoaccelError
+
+    lines = ["", "targets (default workloads):"]
+    try:
+        for t in targets():
+            if t.report is None:
+                lines.append(f"  {t.kind}: no report")
+                continue
+            wl = ", ".join(t.report.default_workloads) or "-"
+            sc = f" ({t.report.default_scenario})" if t.report.default_scenario else ""
+            lines.append(f"  {t.kind}: {t.report.summary}; {wl}{sc}")
+    except CoaccelError:
+        return ""
+    return "\n".join(lines) + "\n"
+
+
 def run(args: argparse.Namespace) -> int:
-    """Simulate, cost and write the report.
+    """Price every design through its target and write one report.
 
     Args:
         args: the parsed command line.
 
     Returns:
         0 on success.
-    """
-    from ..cost import arch_area, evaluate
-    from ..report.files import write_manifest
-    from ..report.hbq import cost_rows, write_cost_report
-    from ..sim.hbq_asic import load_arch, simulate
-    from ._args import comma_list, prepare_out_dir
 
-    t0 = time.perf_counter()
-    prepare_out_dir(args.out)
-    archs = [load_arch(a) for a in args.archs]
-    workloads = comma_list(args.workloads, "--workload")
-    breakdowns = []
+    Raises:
+        CoaccelError: an architecture whose target has no report, a bad workload list.
+    """
+    from ..report.document import CSV_COLUMNS, ReportSettings, write_report
+    from ..simulation import load_arch
+    from ..spine.errors import CoaccelError
+    from .args import comma_list
+
+    loaded = [load_arch(a) for a in args.archs]  # every name checked before any work
+    by_kind: dict[str, tuple[Any, list[Any]]] = {}
+    for t, cfg in loaded:
+        if t.report is None:
+            raise CoaccelError(f"{cfg.name}: the {t.kind} target has no area/energy report")
+        by_kind.setdefault(t.kind, (t, []))[1].append(cfg)
+    workloads = tuple(comma_list(args.workloads, "--workload")) if args.workloads else ()
+    run_ = Outputs(args, "coaccel report")
+    settings = ReportSettings(
+        workloads=workloads, scenario=args.scenario, mode=args.mode, node_nm=args.node,
+        area_only=args.area_only, out_dir=run_.out,
+    )  # fmt: skip
+    parts = []
+    for t, archs in by_kind.values():
+        run_.progress(f"{t.kind}: {', '.join(a.name for a in archs)}")
+        parts.append(t.report.build(archs, settings))
+    paths = write_report(parts, run_.out, notes=_notes(args))
+    rows = [
+        dict(zip(CSV_COLUMNS, (p.kind, f.arch, f.workload, f.node_nm, f.quantity, f.component,
+                               f.value, f.unit, f.sigma, f.source), strict=True))
+        for p in parts for f in p.figures
+    ]  # fmt: skip
+    return run_.finish(paths, doc={"rows": rows})
+
+
+def _notes(args: argparse.Namespace) -> list[str]:
+    notes = [f"simulator mode '{args.mode}'"]
     if args.area_only:
-        breakdowns = [arch_area(a, args.node) for a in archs]
-    else:
-        for w in workloads:
-            for a in archs:
-                stats = simulate(a, f"{w}:{args.scenario}", mode=args.mode)
-                breakdowns.append(evaluate(stats, a, args.node))
-    notes = [
-        f"technology node {args.node:g} nm"
-        + (" (scaled from 28 nm, docs/cost_model.md)" if args.node != 28 else ""),
-    ]
-    if not args.area_only:
-        notes.append(
-            f"workloads {', '.join(workloads)} ({args.scenario}); simulator mode "
-            f"'{args.mode}'"
-            + (
-                " (closed form; its cycles differ from the cycle-approximate mode's by "
-                "-0.69 to +0.002 % over the 154 shipped architecture x workload runs measured, "
-                "docs/hbq_sim.md)"
-                if args.mode == "analytical"
-                else ""
-            )
-        )
-    paths = write_cost_report(breakdowns, args.out, notes=notes)
-    write_manifest(args.out, paths, command="coaccel report", settings=vars_of(args))
-    if args.json:
-        doc = {"rows": cost_rows(breakdowns), "files": [str(p) for p in paths]}
-        json.dump(doc, sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
-        return 0
-    if not args.quiet:
-        for p in paths:
-            print(f"wrote {p}")
-        print(f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
-    return 0
+        notes.append("area and resources only (no workload run)")
+    return notes

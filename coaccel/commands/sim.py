@@ -97,71 +97,28 @@ def _overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def format_stats(stats: Any) -> str:
-    """The human-readable report of one :class:`~coaccel.sim.hbq_asic.HbqSimStats`.
-
-    Args:
-        stats: the statistics.
-
-    Returns:
-        Multi-line text.
-    """
-    s = stats
-    lines = [
-        f"{s.arch} | {s.workload} | {s.mode} mode",
-        f"  cycles        {s.cycles:,} ({s.seconds:.6g} s at {s.freq_mhz:g} MHz)",
-        f"  MACs          {s.macs:,}  (peak {s.peak_macs_per_cycle} / cycle)",
-        f"  utilisation   {100 * s.utilisation:.2f} %",
-        "  tiles         " + ", ".join(f"{k}={v}" for k, v in s.tiles.items()),
-        "  cycles by cause:",
-    ]
-    for cause, c in s.stall_cycles.items():
-        if c:
-            lines.append(f"    {cause:<20s} {c:>18,}  {100 * c / max(1, s.cycles):6.2f} %")
-    lines.append("  on-chip buffers (accesses; bytes):")
-    for name, b in s.buffers.items():
-        lines.append(
-            f"    {name:<5s} reads {b.reads:>16,} ({b.read_bytes:,} B)   "
-            f"writes {b.writes:>16,} ({b.write_bytes:,} B)   word {b.word_bits} bits"
-        )
-    d = s.dram
-    lines.append(
-        f"  DRAM          read {d.read_bytes:,} B in {d.reads:,} transfers, "
-        f"write {d.write_bytes:,} B in {d.writes:,}"
-    )
-    lines.append(
-        f"  {'segment':<14s} {'kind':<10s} {'copies':>6s} {'cycles':>18s} {'MACs':>20s} "
-        f"{'DRAM read B':>16s} {'DRAM write B':>14s}"
-    )
-    for name, k in s.by_name.items():
-        lines.append(
-            f"  {name:<14s} {k.kind:<10s} {k.count:>6d} {k.cycles:>18,} {k.macs:>20,} "
-            f"{k.dram_read_bytes:>16,} {k.dram_write_bytes:>14,}"
-        )
-    lines.append(f"  layers        {s.layers} (simulated: {s.layers_simulated})")
-    for note in s.notes:
-        lines.append(f"  note: {note}")
-    return "\n".join(lines)
+def format_header(result: Any) -> str:
+    """The first line of every result: target kind, architecture, workload and mode."""
+    parts = [getattr(result, "target", ""), getattr(result, "arch", ""),
+             getattr(result, "workload", ""), f"{getattr(result, 'mode', '')} mode"]  # fmt: skip
+    return " | ".join(str(p) for p in parts if p and p != " mode")
 
 
 def format_metrics(result: Any) -> str:
-    """The target-independent part of a result: its flat metrics with units.
+    """The target-independent part of a result: a header and its flat metrics with units.
 
     Args:
         result: a simulation result with ``metrics()``.
 
     Returns:
-        Multi-line text, one metric per line.
+        Multi-line text: the header line, then one metric per line (a dimensionless value
+        has no unit).
     """
-    lines = []
+    lines = [format_header(result)]
     for name, (value, unit) in result.metrics().items():
         shown = f"{value:,}" if isinstance(value, int) else f"{value:.6g}"
-        lines.append(f"  {name:<40s} {shown:>20s} {unit}")
+        lines.append(f"  {name:<40s} {shown:>20s} {'' if unit == '1' else unit}".rstrip())
     return "\n".join(lines)
-
-
-FORMATTERS = {"hbq_asic": format_stats}
-"""Detailed text per simulator kind; kinds without one print their metrics."""
 
 
 def format_kinds() -> str:
@@ -186,8 +143,8 @@ def run(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        0 on success, 2 on a usage error (configuration errors raise ``ConfigError``, reported
-        by the CLI).
+        0 on success (usage and configuration errors raise ``CoaccelError`` / ``ConfigError``,
+        reported by the CLI as one line with status 2).
     """
     from ..simulation import load_arch, simulate
 
@@ -195,8 +152,9 @@ def run(args: argparse.Namespace) -> int:
         print(format_kinds())
         return 0
     if not args.arch or not args.workload:
-        print("coaccel sim: error: ARCH and --workload are required (or --list)", file=sys.stderr)
-        return 2
+        from ..spine.errors import CoaccelError
+
+        raise CoaccelError("ARCH and --workload are required (or --list)")
     t, arch = load_arch(args.arch, _overrides(args.set))
     workload = args.workload if args.scenario is None else f"{args.workload}:{args.scenario}"
     mode = "analytical" if args.analytical else args.mode
@@ -208,6 +166,5 @@ def run(args: argparse.Namespace) -> int:
         json.dump(result.to_dict(), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        fmt = FORMATTERS.get(t.kind)
-        print(fmt(result) if fmt is not None else format_metrics(result))
+        print(t.format_result(result) if t.format_result is not None else format_metrics(result))
     return 0

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from ._args import add_output_flags, int_in, out_file
+from .args import add_output_flags, int_in, out_file
 
 EPILOG = """\
 examples:
@@ -21,8 +21,9 @@ examples:
 Rerunning a spec on the same store evaluates only the points it does not hold yet, so an
 interrupted sweep resumes where it stopped (stage by stage, for a spec with stages). Then
 'coaccel sweep-report STORE --spec SPEC' writes the sweep's report (Pareto fronts, the selected
-design's cost breakdown, one HTML page); 'coaccel report' is the area/energy report of named HBQ
-ASIC architectures.
+design's cost breakdown, one HTML page); 'coaccel report' is the area/energy report of named
+architectures. 'coaccel sweep --knobs' lists the configuration keys each target suggests
+sweeping.
 """
 
 
@@ -45,8 +46,19 @@ def register(subparsers: Any) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("spec", metavar="SPEC", help="sweep spec YAML (arch_configs/sweeps/*.yaml)")
-    p.add_argument("--store", metavar="PATH", required=True, type=Path, help="SQLite result store")
+    p.add_argument(
+        "spec", metavar="SPEC", nargs="?", help="sweep spec YAML (arch_configs/sweeps/*.yaml)"
+    )
+    p.add_argument("--store", metavar="PATH", type=Path, help="SQLite result store (required)")
+    p.add_argument(
+        "--knobs",
+        metavar="KIND",
+        nargs="?",
+        const="",
+        default=None,
+        help="list the configuration keys worth sweeping, of every target or of one kind, "
+        "and exit",
+    )
     p.add_argument(
         "--workers",
         metavar="N",
@@ -138,11 +150,42 @@ class ProgressBar:
             self.stream.flush()
 
 
+def format_knobs(kind: str = "") -> str:
+    """The knobs of every target (or of one kind): key, what it changes, example values.
+
+    Raises:
+        ConfigError: an unknown kind.
+    """
+    from ..simulation import kinds, target
+
+    lines = []
+    for k in [kind] if kind else list(kinds()):
+        t = target(k)
+        lines.append(f"{t.kind}: {t.description}")
+        if not t.knobs:
+            lines.append("  (no knobs declared: any key of its architecture files can be swept)")
+        w = max((len(n.key) for n in t.knobs), default=0)
+        for n in t.knobs:
+            lines.append(f"  {n.key:<{w}}  {n.help}" + (f"; e.g. {n.example}" if n.example else ""))
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run the sweep; returns 0 (failed points are recorded in the store, not an error)."""
+    """Run the sweep; returns 0 when points were evaluated (failed points are recorded in the
+    store), or ``--knobs``.
+
+    Raises:
+        CoaccelError: bad options, or every point evaluated failed.
+    """
     from ..dse import Store, load_spec, run_sweep
     from ..dse.spec import is_scheduler_address
     from ..spine.errors import CoaccelError
+
+    if args.knobs is not None:
+        print(format_knobs(args.knobs))
+        return 0
+    if args.spec is None or args.store is None:
+        raise CoaccelError("SPEC and --store are required (or --knobs)")
 
     export = None
     if args.export:
@@ -210,4 +253,9 @@ def run(args: argparse.Namespace) -> int:
             )
         if say and exported is not None:
             print(f"exported {len(store)} rows -> {exported}")
+    if s.evaluated and s.failed == s.evaluated:
+        raise CoaccelError(
+            f"every one of the {s.evaluated} points evaluated failed (their reasons are in "
+            f"{args.store}; coaccel sweep-report {args.store} --spec {args.spec} lists them)"
+        )
     return 0

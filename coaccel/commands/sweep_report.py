@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
-from ._args import add_output_flags, int_in, vars_of
+from .args import add_out, add_output_flags, int_in
 
 DEFAULT_OUT = Path("reports") / "sweep"
 
@@ -56,13 +54,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--spec", required=True, metavar="SPEC", type=Path, help="the sweep spec YAML it ran"
     )
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_OUT,
-        metavar="DIR",
-        help=f"output folder (default: ./{DEFAULT_OUT.as_posix()})",
-    )
+    add_out(p, DEFAULT_OUT)
     p.add_argument(
         "--objectives",
         metavar="M[:min|max],...",
@@ -106,16 +98,16 @@ def run(args: argparse.Namespace) -> int:
     """
     from ..dse import load_spec
     from ..dse.analysis import analyze, parse_objectives
-    from ..report.files import write_manifest
     from ..report.sweep import write_sweep_report
     from ..spine.errors import CoaccelError
-    from ._args import prepare_out_dir
+    from .args import Outputs
 
-    t0 = time.perf_counter()
+    if args.store.is_dir():
+        raise CoaccelError(f"STORE {str(args.store)!r} is a folder: give the sweep's SQLite file")
     if not args.store.is_file():
         raise CoaccelError(f"STORE {str(args.store)!r}: no such file (run coaccel sweep first)")
     objectives = parse_objectives(args.objectives) if args.objectives else None
-    prepare_out_dir(args.out)
+    run_ = Outputs(args, "coaccel sweep-report")
     spec = load_spec(args.spec)
     a = analyze(
         spec,
@@ -125,42 +117,37 @@ def run(args: argparse.Namespace) -> int:
         rule=args.rule,
         max_breakdowns=args.breakdowns,
     )
-    paths = write_sweep_report(a, args.out)
-    settings = vars_of(args)
-    settings["spec_digest"] = spec.digest
-    settings["base_config_digest"] = spec.base_digest
-    settings["seed"] = spec.spec.strategy.seed
-    write_manifest(args.out, paths, command="coaccel sweep-report", settings=settings)
+    run_.progress(f"{len(a.fronts)} front(s) analysed; writing the report")
+    paths = write_sweep_report(a, run_.out)
     html_path = paths[-1]
-    if args.json:
-        doc = {
-            "selected": [
-                {
-                    "workload": fa.workload,
-                    "stage": fa.stage,
-                    "point_id": fa.rows[fa.selected].point_id,
-                    "params": fa.rows[fa.selected].params,
-                    "selection": fa.selection,
-                }
-                for fa in a.fronts
-                if fa.selected is not None
-            ],
-            "html": str(html_path),
-            "files": [str(p) for p in paths],
-        }
-        json.dump(doc, sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
-        return 0
-    if not args.quiet:
-        for fa in a.fronts:
-            if fa.selected is not None:
-                r = fa.rows[fa.selected]
-                print(
-                    f"{fa.title}: {int(fa.front.sum())} front points of {len(fa.rows)}; "
-                    f"selected {r.point_id[:8]} {json.dumps(r.params, sort_keys=True)}"
-                )
-            else:
-                print(f"{fa.title}: no feasible point")
-        print(f"report: {html_path}")
-        print(f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
-    return 0
+    lines = []
+    for fa in a.fronts:
+        if fa.selected is not None:
+            r = fa.rows[fa.selected]
+            lines.append(
+                f"{fa.title}: {int(fa.front.sum())} front points of {len(fa.rows)}; "
+                f"selected {r.point_id[:8]} {json.dumps(r.params, sort_keys=True)}"
+            )
+        else:
+            lines.append(f"{fa.title}: no feasible point")
+    lines.append(f"report: {html_path}")
+    doc = {
+        "selected": [
+            {
+                "workload": fa.workload,
+                "stage": fa.stage,
+                "point_id": fa.rows[fa.selected].point_id,
+                "params": fa.rows[fa.selected].params,
+                "selection": fa.selection,
+            }
+            for fa in a.fronts
+            if fa.selected is not None
+        ],
+        "html": str(html_path),
+    }
+    settings = {
+        "spec_digest": spec.digest,
+        "base_config_digest": spec.base_digest,
+        "seed": spec.spec.strategy.seed,
+    }
+    return run_.finish(paths, text="\n".join(lines), doc=doc, settings=settings)

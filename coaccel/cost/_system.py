@@ -27,10 +27,6 @@ the resource's energy per operation in ``arch_configs/cost/fpga_ultrascale_plus.
 MAC, BRAM36 / URAM per byte, LUT / FF per resource-cycle); ``fpga_static`` is the programmable
 logic's static power times the run time. A design without a MAC array reports the DSP energy
 per MAC as its :attr:`CostBreakdown.pe`.
-
-The paper's system model ([R-PM] src/perf_model.py) counts ``dram``, ``pe_array`` ("core")
-and the ACT and PSUM SRAM; :attr:`CostBreakdown.rpm_components` names those, so that a
-comparison with its figures compares like with like.
 """
 
 from __future__ import annotations
@@ -45,15 +41,14 @@ from typing import Any
 from ..sim.common.priced import LogicUse, MacArray, PricedComponents
 from ..spine.config import FrozenMap
 from ..spine.errors import CoaccelError
-from ._pe import PeCost, PeFormat, pe_model
+from ._pe_formats import PeFormat
+from ._pe_model import PeCost, pe_model
 from ._sram import sram_cost, sram_model
 from ._tables import shipped_table
 from ._tech import node_factors
 
 __all__ = [
-    "BUFFERS",
     "FPGA_TABLE",
-    "RPM_COMPONENTS",
     "CostBreakdown",
     "PePoint",
     "arch_area",
@@ -63,12 +58,6 @@ __all__ = [
     "pe_format_of",
     "price",
 ]
-
-BUFFERS = ("act", "wgt", "psum")
-"""On-chip buffers of the HBQ ASIC simulator's architectures."""
-
-RPM_COMPONENTS = ("pe_array", "act_buffer", "psum_buffer", "dram")
-"""The components the paper's system model ([R-PM]) counts: core, SRAM (ACT + PSUM), DRAM."""
 
 
 @dataclass(frozen=True)
@@ -264,16 +253,6 @@ class CostBreakdown:
     def total_energy_sigma_j(self) -> float:
         """One-sigma uncertainty of the total energy (independent components), J."""
         return math.sqrt(sum(s * s for s in self.energy_sigma_j.values()))
-
-    @property
-    def rpm_energy_j(self) -> float:
-        """Energy of the components the paper's system model counts (:data:`RPM_COMPONENTS`)."""
-        return float(sum(self.energy_j.get(k, 0.0) for k in RPM_COMPONENTS))
-
-    @property
-    def rpm_energy_sigma_j(self) -> float:
-        """One-sigma uncertainty of :attr:`rpm_energy_j`."""
-        return math.sqrt(sum(self.energy_sigma_j.get(k, 0.0) ** 2 for k in RPM_COMPONENTS))
 
 
 def arch_area(arch: Any, node_nm: float = 28) -> CostBreakdown:

@@ -90,6 +90,9 @@ class AccuracyScorer:
         self.accuracy = accuracy
         self._store = store
         t, path = find_arch(base_path)
+        if t.operand_format is None:
+            raise ValueError(f"target kind {t.kind!r} has no operand formats to score")
+        self._operand_format = t.operand_format
         self._base = t.load_arch(path)
         self._memo: dict[tuple[tuple[str, Any], ...], float] = {}
         self._failed: dict[tuple[tuple[str, Any], ...], Exception] = {}
@@ -117,7 +120,6 @@ class AccuracyScorer:
         return value
 
     def _compute(self, fmt_params: Mapping[str, Any]) -> float:
-        from ..sim.hbq_asic.config import operand_format
         from ..spine.config import override
         from ..studies.quant import study_operand_formats
 
@@ -129,7 +131,7 @@ class AccuracyScorer:
             value = hit[0]
         else:
             t0 = time.perf_counter()
-            w, a = (operand_format(arch, r) for r in _ROLES)  # type: ignore[arg-type]
+            w, a = (self._operand_format(arch, r) for r in _ROLES)
             for role, spec in zip(_ROLES, (w, a), strict=True):
                 if not hasattr(spec, "quantize_blocks"):
                     raise ValueError(

@@ -12,7 +12,8 @@ Pure computation (no files, no plots): :mod:`coaccel.report.sweep` formats the r
   for one stored point and lists every component's area and energy with unit, one-sigma
   uncertainty and source, plus whether the model behind the figure was fitted on that very
   design (``fitted``), predicts it (``predicted``) or is a published figure used as is
-  (``published``), with the validation error from :mod:`coaccel.validate.hbq`.
+  (``published``), with the validation error from :mod:`coaccel.validate.pe` and the target's
+  system-energy validation.
 """
 
 from __future__ import annotations
@@ -548,7 +549,7 @@ def analyze(
 
 @functools.cache
 def _pe_validation() -> tuple[dict[tuple[str, str], Any], dict[str, tuple[float, int]]]:
-    """PE validation rows of :func:`coaccel.validate.hbq.pe_targets`.
+    """PE validation rows of :func:`coaccel.validate.pe.pe_targets`.
 
     Returns:
         ``{(quantity, label): Target}`` for the calibration points, and per quantity the RMS
@@ -556,7 +557,7 @@ def _pe_validation() -> tuple[dict[tuple[str, str], Any], dict[str, tuple[float,
         many there are.
     """
     from ..cost import pe_model
-    from ..validate.hbq import pe_targets
+    from ..validate.pe import pe_targets
 
     by_name = {t.name: t for t in pe_targets()}
     rows: dict[tuple[str, str], Any] = {}
@@ -573,26 +574,6 @@ def _pe_validation() -> tuple[dict[tuple[str, str], Any], dict[str, tuple[float,
         for q, v in errs.items()
     }
     return rows, rms
-
-
-@functools.cache
-def _system_validation() -> tuple[str, float, str]:
-    """The HBQ system-energy validation: (role, RMS error %, description)."""
-    from ..validate.hbq import system_energy_targets
-
-    targets, _ = system_energy_targets(mode="analytical")
-    errs = [t.error_pct for t in targets if not math.isnan(t.error_pct)]
-    rms = math.sqrt(sum(e * e for e in errs) / len(errs)) if errs else math.nan
-    worst = max((abs(e) for e in errs), default=math.nan)
-    roles = {t.fit for t in targets}
-    role = "fitted" if roles == {"fitted"} else "predicted"
-    return (
-        role,
-        rms,
-        f"RMS error of the system energy over {len(errs)} runs (5 models x 5 architectures, "
-        f"2048-token prefill, analytical) against [R-PM] src/perf_model.py, max |error| "
-        f"{worst:.1f} % (coaccel validate hbq, system_energy)",
-    )
 
 
 def _pe_figure(name: str, quantity: str, value: float, sigma: float, pt: Any) -> ComponentFigure:
@@ -780,37 +761,20 @@ def point_breakdown(spec: LoadedSpec, row: Row) -> PointBreakdown:
             "the components' roles are listed per component",
         ),
     ] if cb.area_um2 else []  # fmt: skip
-    if spec.kind == "hbq_asic":
-        role, err, note = _system_validation()
-        totals.append(
-            ComponentFigure(
-                "total",
-                "energy",
-                cb.total_energy_j,
-                "J",
-                cb.total_energy_sigma_j,
-                "sum of the components' energies",
-                "system energy",
-                role,
-                err,
-                note,
-            )  # fmt: skip
-        )
+    if t.energy_validation is not None:
+        role, err, note = t.energy_validation()
     else:
-        totals.append(
-            ComponentFigure(
-                "total",
-                "energy",
-                cb.total_energy_j,
-                "J",
-                cb.total_energy_sigma_j,
-                "sum of the components' energies",
-                "system energy",
-                "predicted",
-                math.nan,
-                f"no system-level validation for simulator kind {spec.kind!r}",
-            )  # fmt: skip
+        role, err, note = (
+            "predicted",
+            math.nan,
+            f"no system-level validation for target kind {t.kind!r}",
         )
+    totals.append(
+        ComponentFigure(
+            "total", "energy", cb.total_energy_j, "J", cb.total_energy_sigma_j,
+            "sum of the components' energies", "system energy", role, err, note,
+        )  # fmt: skip
+    )
     stored = row.metrics.get("energy_j")
     return PointBreakdown(
         row=row,

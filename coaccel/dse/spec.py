@@ -548,10 +548,14 @@ class LoadedSpec:
 def load_spec(path: str | Path) -> LoadedSpec:
     """Load and fully check a sweep spec.
 
-    Besides the schema, this loads the base architecture, checks each parameter path by
-    applying :func:`coaccel.config.override` to the base once, loads every workload, runs one
-    probe evaluation of the base to learn which metrics exist, parses constraints and limits,
-    and checks that at least one point of the space satisfies the constraints.
+    Besides the schema, this loads the base architecture, checks every value of every
+    parameter against its key's schema (type, unit, range: :func:`coaccel.config.check_value`)
+    and each parameter path by applying :func:`coaccel.config.override` to the base once, loads
+    every workload, runs one probe evaluation of the base to learn which metrics exist, parses
+    constraints and limits, and checks that at least one point of the space satisfies the
+    constraints. A value that fails only together with other values (a buffer too small for
+    the tile another parameter sets) is not an error here: that point fails and is stored with
+    its reason.
 
     Args:
         path: the YAML file.
@@ -563,42 +567,15 @@ def load_spec(path: str | Path) -> LoadedSpec:
         ConfigError: every problem found, each naming the file, dotted key, value and what is
             valid.
     """
-    from ..cost import evaluate
-    from ..simulation import find_arch
-    from ..spine.config import dump_config, override
-
     src = str(path)
     spec = load_config(path, SweepSpec)
+    t, arch_path, base = _load_base(src, spec, path)
     problems: list[Problem] = []
-
-    base_ref = spec.base
-    cand = Path(path).parent / spec.base
-    if spec.base.endswith((".yaml", ".yml")) and cand.is_file():
-        base_ref = str(cand)
-    try:
-        t, arch_path = find_arch(base_ref)
-        base = t.load_arch(arch_path)
-    except ConfigError as e:
-        raise ConfigError(
-            [
-                Problem(
-                    src, "base", spec.base, p.message if p.file == "<simulate>" else str(p), p.valid
-                )
-                for p in e.problems
-            ]
-        ) from None
-
     if spec.mode not in t.modes:
         problems.append(
-            Problem(
-                src,
-                "mode",
-                spec.mode,
-                f"{t.kind} offers modes {', '.join(t.modes)}",
-                ", ".join(t.modes),
-            )
-        )
-
+            Problem(src, "mode", spec.mode, f"{t.kind} offers modes {', '.join(t.modes)}",
+                    ", ".join(t.modes))
+        )  # fmt: skip
     problems += _check_execution(src, spec, t.modes)
     if spec.strategy.kind == "nsga2" and not spec.objectives:
         problems.append(
@@ -608,109 +585,22 @@ def load_spec(path: str | Path) -> LoadedSpec:
     if spec.accuracy is not None:
         accuracy, acc_problems = _check_accuracy(src, spec.accuracy, base)
         problems += acc_problems
-
-    dumped = dump_config(base)
-    for p in spec.parameters:
-        cur: Any = dumped
-        for part in p.split("."):
-            cur = cur.get(part, _MISSING) if isinstance(cur, dict) else _MISSING
-        probe = spec.values()[p][0] if cur is _MISSING else cur
-        try:
-            override(base, {p: probe})
-        except ConfigError as e:
-            for q in e.problems:
-                problems.append(
-                    Problem(src, f"parameters.{p}", probe, f"{q.key}: {q.message}", q.valid)
-                )
-
-    st = spec.strategy
-    total = math.prod(len(v) for v in spec.values().values())
-    if st.kind == "random" and st.samples is not None and st.samples > total:
-        problems.append(
-            Problem(
-                src,
-                "strategy.samples",
-                st.samples,
-                f"the space has only {total} combinations",
-                f"1..{total}",
-            )
-        )
-
-    workloads = {}
-    for i, w in enumerate(spec.workloads):
-        try:
-            workloads[w] = t.load_workload(w)
-        except ConfigError as e:
-            problems.append(
-                Problem(src, f"workloads[{i}]", w, e.problems[0].message, e.problems[0].valid)
-            )
-
-    param_names = list(spec.parameters)
-    constraints = []
-    for i, c in enumerate(spec.constraints):
-        try:
-            ex = parse_expr(c)
-        except ValueError as err:
-            problems.append(Problem(src, f"constraints[{i}]", c, str(err)))
-            continue
-        bad = [n for n in ex.names if n not in spec.parameters]
-        if bad:
-            problems.append(
-                Problem(
-                    src,
-                    f"constraints[{i}]",
-                    c,
-                    f"unknown parameter "
-                    f"{bad[0]!r}; constraints name parameters: "
-                    f"{', '.join(param_names)}",
-                    ", ".join(param_names),
-                )
-            )
-            continue
-        constraints.append(ex)
-
+    problems += _check_parameters(src, spec, base)
+    problems += _check_strategy_size(src, spec)
+    workloads, wl_problems = _load_workloads(src, spec, t)
+    problems += wl_problems
+    constraints, c_problems = _parse_constraints(src, spec)
+    problems += c_problems
     metric_units: dict[str, str] = {}
     if not problems and workloads:
-        result = t.simulate(base, next(iter(workloads.values())), mode=spec.mode)
-        metric_units = {k: u for k, (_, u) in result.metrics().items()}
-        if t.priced_components is not None:
-            cb = evaluate(result, base)
-            metric_units.update(COST_METRICS)
-            if not cb.area_um2:  # priced by memory traffic alone: area does not apply
-                metric_units.pop("area_mm2", None)
-        if accuracy is not None:
-            metric_units.update(ACCURACY_METRICS)
-
-    limits = []
-    if metric_units:
-        known = sorted(metric_units)
-        for i, text in enumerate(spec.limits):
-            try:
-                ex = parse_expr(text)
-            except ValueError as err:
-                problems.append(Problem(src, f"limits[{i}]", text, str(err)))
-                continue
-            bad = [n for n in ex.names if n not in metric_units]
-            if bad:
-                problems.append(_unknown_metric(src, f"limits[{i}]", text, bad[0], known))
-                continue
-            limits.append(ex)
-        for i, o in enumerate(spec.objectives):
-            if o.metric not in metric_units:
-                problems.append(
-                    _unknown_metric(src, f"objectives[{i}].metric", o.metric, o.metric, known)
-                )
-
-    if not problems and constraints:
-        if not satisfiable(spec, constraints):
-            problems.append(
-                Problem(
-                    src,
-                    "constraints",
-                    list(spec.constraints),
-                    "contradictory: no point of the space satisfies every constraint",
-                )
-            )
+        metric_units = _probe_metrics(t, base, next(iter(workloads.values())), spec, accuracy)
+    limits, l_problems = _parse_limits(src, spec, metric_units)
+    problems += l_problems
+    if not problems and constraints and not satisfiable(spec, constraints):
+        problems.append(
+            Problem(src, "constraints", list(spec.constraints),
+                    "contradictory: no point of the space satisfies every constraint")
+        )  # fmt: skip
     if problems:
         raise ConfigError(problems)
     bd = config_digest(base)
@@ -728,6 +618,146 @@ def load_spec(path: str | Path) -> LoadedSpec:
         stages=stages,
         accuracy=accuracy,
     )
+
+
+def _load_base(src: str, spec: SweepSpec, path: str | Path) -> tuple[Any, Path, Any]:
+    """The base architecture's target, file and config (a file next to the spec wins)."""
+    from ..simulation import find_arch
+
+    base_ref = spec.base
+    cand = Path(path).parent / spec.base
+    if spec.base.endswith((".yaml", ".yml")) and cand.is_file():
+        base_ref = str(cand)
+    try:
+        t, arch_path = find_arch(base_ref)
+        return t, arch_path, t.load_arch(arch_path)
+    except ConfigError as e:
+        raise ConfigError(
+            [
+                Problem(
+                    src, "base", spec.base, p.message if p.file == "<simulate>" else str(p), p.valid
+                )
+                for p in e.problems
+            ]
+        ) from None
+
+
+def _check_parameters(src: str, spec: SweepSpec, base: Any) -> list[Problem]:
+    """Every value of every parameter against its key's schema, and each path once through a
+    whole override of the base."""
+    from ..spine.config import check_value, dump_config, override
+
+    problems: list[Problem] = []
+    dumped = dump_config(base)
+    for p, values in spec.values().items():
+        bad_value = False
+        for i, v in enumerate(values):
+            found = check_value(base, p, v)
+            for q in found or ():
+                bad_value = True
+                problems.append(Problem(src, f"parameters.{p}[{i}]", v, q.message, q.valid))
+        if bad_value:
+            continue
+        cur: Any = dumped
+        for part in p.split("."):
+            cur = cur.get(part, _MISSING) if isinstance(cur, dict) else _MISSING
+        probe = values[0] if cur is _MISSING else cur
+        try:
+            override(base, {p: probe})
+        except ConfigError as e:
+            for q in e.problems:
+                problems.append(
+                    Problem(src, f"parameters.{p}", probe, f"{q.key}: {q.message}", q.valid)
+                )
+    return problems
+
+
+def _check_strategy_size(src: str, spec: SweepSpec) -> list[Problem]:
+    st = spec.strategy
+    total = math.prod(len(v) for v in spec.values().values())
+    if st.kind == "random" and st.samples is not None and st.samples > total:
+        return [
+            Problem(src, "strategy.samples", st.samples,
+                    f"the space has only {total} combinations", f"1..{total}")
+        ]  # fmt: skip
+    return []
+
+
+def _load_workloads(src: str, spec: SweepSpec, t: Any) -> tuple[dict[str, Any], list[Problem]]:
+    workloads, problems = {}, []
+    for i, w in enumerate(spec.workloads):
+        try:
+            workloads[w] = t.load_workload(w)
+        except ConfigError as e:
+            problems.append(
+                Problem(src, f"workloads[{i}]", w, e.problems[0].message, e.problems[0].valid)
+            )
+    return workloads, problems
+
+
+def _parse_constraints(src: str, spec: SweepSpec) -> tuple[list[Any], list[Problem]]:
+    param_names = list(spec.parameters)
+    constraints, problems = [], []
+    for i, c in enumerate(spec.constraints):
+        try:
+            ex = parse_expr(c)
+        except ValueError as err:
+            problems.append(Problem(src, f"constraints[{i}]", c, str(err)))
+            continue
+        bad = [n for n in ex.names if n not in spec.parameters]
+        if bad:
+            problems.append(
+                Problem(src, f"constraints[{i}]", c,
+                        f"unknown parameter {bad[0]!r}; constraints name parameters: "
+                        f"{', '.join(param_names)}", ", ".join(param_names))
+            )  # fmt: skip
+            continue
+        constraints.append(ex)
+    return constraints, problems
+
+
+def _probe_metrics(t: Any, base: Any, workload: Any, spec: SweepSpec, accuracy: Any) -> dict:
+    """The metrics a point reports, with units: one run of the base on the first workload."""
+    from ..cost import evaluate
+
+    result = t.simulate(base, workload, mode=spec.mode)
+    metric_units = {k: u for k, (_, u) in result.metrics().items()}
+    if t.priced_components is not None:
+        cb = evaluate(result, base)
+        metric_units.update(COST_METRICS)
+        if not cb.area_um2:  # priced by memory traffic alone: area does not apply
+            metric_units.pop("area_mm2", None)
+    if accuracy is not None:
+        metric_units.update(ACCURACY_METRICS)
+    return metric_units
+
+
+def _parse_limits(
+    src: str, spec: SweepSpec, metric_units: Mapping[str, str]
+) -> tuple[list[Any], list[Problem]]:
+    """The limits, and the objectives' metrics, against the metrics a point reports."""
+    limits: list[Any] = []
+    problems: list[Problem] = []
+    if not metric_units:
+        return limits, problems
+    known = sorted(metric_units)
+    for i, text in enumerate(spec.limits):
+        try:
+            ex = parse_expr(text)
+        except ValueError as err:
+            problems.append(Problem(src, f"limits[{i}]", text, str(err)))
+            continue
+        bad = [n for n in ex.names if n not in metric_units]
+        if bad:
+            problems.append(_unknown_metric(src, f"limits[{i}]", text, bad[0], known))
+            continue
+        limits.append(ex)
+    for i, o in enumerate(spec.objectives):
+        if o.metric not in metric_units:
+            problems.append(
+                _unknown_metric(src, f"objectives[{i}].metric", o.metric, o.metric, known)
+            )
+    return limits, problems
 
 
 _MISSING = object()
@@ -823,21 +853,20 @@ def _check_accuracy(
     import dataclasses
 
     from ..models.nn.minilm import model_dir
+    from ..simulation import target
 
     out: list[Problem] = []
-    formats = getattr(base, "formats", None)
-    if formats is None or not all(hasattr(formats, r) for r in ("weight", "activation")):
-        kind = getattr(base, "kind", type(base).__name__)
+    kind = getattr(base, "kind", type(base).__name__)
+    operand_format = target(kind).operand_format if isinstance(kind, str) else None
+    if operand_format is None:
         return None, [
             Problem(
                 src,
                 "accuracy",
                 "...",
-                f"the {kind} architecture has no formats.weight / formats.activation to score",
+                f"the {kind} architecture has no operand formats (weight / activation) to score",
             )
         ]
-    from ..sim.hbq_asic.config import operand_format
-
     for role in ("weight", "activation"):
         try:
             fmt = operand_format(base, role)
@@ -846,7 +875,7 @@ def _check_accuracy(
         else:
             why = ""
         if not hasattr(fmt, "quantize_blocks"):
-            name = getattr(getattr(formats, role), "format", "?")
+            name = getattr(getattr(getattr(base, "formats", None), role, None), "format", "?")
             out.append(
                 Problem(
                     src,

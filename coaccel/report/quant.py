@@ -26,8 +26,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ..studies.quant import REFERENCE_FORMAT, QuantRow, QuantStudyResult
-from ._style import OKABE_ITO, new_figure, save_figure
 from .files import atomic_open
+from .style import OKABE_ITO, new_figure, save_figure
 
 __all__ = [
     "CSV_COLUMNS",

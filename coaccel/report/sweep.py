@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from ..dse.analysis import FrontAnalysis, PointBreakdown, SweepAnalysis
-from ._style import OKABE_ITO, TOL_MUTED, new_figure, save_figure
 from .files import atomic_open, write_text
+from .style import OKABE_ITO, TOL_MUTED, new_figure, save_figure
 
 __all__ = [
     "BREAKDOWN_CSV_COLUMNS",
@@ -78,6 +78,21 @@ _GREY = "#AAAAAA"
 _FRONT = OKABE_ITO[0]
 _SELECTED = OKABE_ITO[5]
 
+
+
+def _plotly(module: str) -> Any:
+    """Import a plotly module, or say which extra brings it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError:
+        from ..spine.errors import MissingDependencyError
+
+        raise MissingDependencyError(
+            "the sweep report's interactive front needs plotly: pip install 'coaccel[dse]' "
+            "(or pip install plotly)"
+        ) from None
 
 def _short(pid: str) -> str:
     return pid[:8]
@@ -405,7 +420,7 @@ def interactive_front(fa: FrontAnalysis, div_id: str) -> str:
     Returns:
         HTML text.
     """
-    import plotly.graph_objects as go
+    go = _plotly("plotly.graph_objects")
 
     objs = fa.objectives
     v = fa.values
@@ -627,7 +642,7 @@ def write_sweep_report(a: SweepAnalysis, out_dir: str | Path) -> list[Path]:
     Returns:
         Every path written (the HTML page last).
     """
-    import plotly.offline
+    plotly_offline = _plotly("plotly.offline")
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -686,7 +701,7 @@ def write_sweep_report(a: SweepAnalysis, out_dir: str | Path) -> list[Path]:
         "padding:2px 6px;vertical-align:top}th{background:#eee}img{max-width:100%}"
         "figcaption{font-size:12px;color:#333}pre{background:#f6f6f6;padding:8px;"
         "overflow-x:auto}details{margin:8px 0}</style>",
-        "<script type='text/javascript'>" + plotly.offline.get_plotlyjs() + "</script>",
+        "<script type='text/javascript'>" + plotly_offline.get_plotlyjs() + "</script>",
         "</head><body>",
         f"<h1>{e(title)}</h1>",
         "<ul>" + "".join(f"<li>{e(x)}</li>" for x in summary) + "</ul>",

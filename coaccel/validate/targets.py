@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-__all__ = ["FIT_ROLES", "Target", "Validation"]
+__all__ = ["FIT_ROLES", "ErrorSummary", "Target", "Validation"]
 
 FIT_ROLES = ("predicted", "fitted")
 """Values of :attr:`Target.fit`: ``predicted`` (the paper's figure was not used in any fit),
@@ -108,6 +108,27 @@ class Target:
 
 
 @dataclass(frozen=True)
+class ErrorSummary:
+    """The error of like rows taken together: the judged rows of one group, in one unit.
+
+    Attributes:
+        group: the rows' group.
+        unit: the unit every row shares.
+        n: how many rows.
+        rms_pct: root mean square of their errors, percent.
+        max_abs_pct: largest absolute error, percent.
+        fit: ``"fitted"``, ``"predicted"`` or ``"mixed"``.
+    """
+
+    group: str
+    unit: str
+    n: int
+    rms_pct: float
+    max_abs_pct: float
+    fit: str
+
+
+@dataclass(frozen=True)
 class Validation:
     """All validation targets plus the context needed to read them.
 
@@ -148,6 +169,41 @@ class Validation:
                     c = out.setdefault(role, {})
                     c[t.status] = c.get(t.status, 0) + 1
         return out
+
+    def error_summary(self, group: str) -> ErrorSummary:
+        """RMS and largest error over the like rows of a group.
+
+        Only rows that are judged (a paper value, our value and a tolerance: status ``ok`` or
+        ``differs``) are taken; information rows (no tolerance: breakdowns, terms in other
+        units) never enter an average.
+
+        Args:
+            group: the group (``"system_energy"``).
+
+        Returns:
+            The :class:`ErrorSummary` (``n`` 0 and NaN errors when no row is judged).
+
+        Raises:
+            ValueError: the judged rows of the group do not share one unit, so their errors
+                are not alike.
+        """
+        rows = [t for t in self.select(group) if t.status in ("ok", "differs")]
+        units = sorted({t.unit for t in rows})
+        if len(units) > 1:
+            raise ValueError(
+                f"validation group {group!r}: judged rows in several units ({', '.join(units)}) "
+                "cannot be averaged together"
+            )
+        errs = [t.error_pct for t in rows]
+        fits = {t.fit for t in rows}
+        return ErrorSummary(
+            group=group,
+            unit=units[0] if units else "",
+            n=len(errs),
+            rms_pct=math.sqrt(sum(e * e for e in errs) / len(errs)) if errs else math.nan,
+            max_abs_pct=max((abs(e) for e in errs), default=math.nan),
+            fit=fits.pop() if len(fits) == 1 else ("mixed" if fits else ""),
+        )
 
     def loo_outside(self) -> list[Target]:
         """Fitted rows whose leave-one-out prediction is outside the row's tolerance."""

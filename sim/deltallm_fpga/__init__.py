@@ -7,7 +7,6 @@ model shape and prefill scenario (``arch_configs/workloads/<model>.yaml``); the 
 trace that the cycle model (:func:`query_block_cycles`) consumes. See ``docs/deltallm_fpga.md``.
 """
 
-from coaccel.sim.common import SimTarget
 from coaccel.spine.workload import load_workload
 
 from . import _simulate
@@ -34,19 +33,6 @@ from .resources import (
 )
 from .result import DeltaFpgaResult
 
-TARGET = SimTarget(
-    kind=KIND,
-    description="DeltaLLM vector processor / TeLLMe-v2 attention on the AMD KV260 (prefill)",
-    config_type=DeltaFpgaConfig,
-    modes=MODES,
-    arch_names=ARCH_NAMES,
-    load_arch=load_arch,
-    load_workload=load_workload,
-    simulate=simulate,
-    priced_components=priced_components,
-    options=(("engine", "cycle mode's event engine: 'fast' (numba, default) or 'simpy'"),),
-)
-"""This simulator as :func:`coaccel.simulate` and ``coaccel sim`` see it."""
 
 __all__ = [
     "ARCH_NAMES",
@@ -55,7 +41,6 @@ __all__ = [
     "KIND_EXACT",
     "KIND_SKIPPED",
     "MODES",
-    "TARGET",
     "DeltaFpgaConfig",
     "DeltaFpgaResult",
     "Resources",

@@ -9,8 +9,6 @@ per-kernel model (waves, Little's law, roofline compute) and the stream schedule
 ``docs/gpu_mem.md``.
 """
 
-from coaccel.sim.common import SimTarget
-
 from . import analytical, config, occupancy, priced, result, timing, traffic, workload
 from ._simulate import simulate
 from .config import ARCH_NAMES, KIND, GpuArchConfig, L2Config, SmConfig, arch_path, load_arch
@@ -19,24 +17,10 @@ from .result import GpuSimResult, KernelResult, L2Stats, LinkStats
 from .traffic import KernelTraffic, kernel_traffic
 from .workload import WORKLOAD_GENERATORS, GpuWorkload, load_workload, register_generator
 
-TARGET = SimTarget(
-    kind=KIND,
-    description="GPU memory hierarchy: sectored near/far L2, HBM channels, host link, streams",
-    config_type=GpuArchConfig,
-    modes=("analytical", "cycle"),
-    arch_names=ARCH_NAMES,
-    load_arch=load_arch,
-    load_workload=load_workload,
-    simulate=simulate,
-    priced_components=priced_components,
-    options=(),
-)
-"""This simulator as :func:`coaccel.simulate` and ``coaccel sim`` see it."""
 
 __all__ = [
     "ARCH_NAMES",
     "KIND",
-    "TARGET",
     "WORKLOAD_GENERATORS",
     "analytical",
     "GpuArchConfig",

@@ -6,8 +6,6 @@
 traces, the simulator consumes them and returns statistics as data. See ``docs/hbq_sim.md``.
 """
 
-from coaccel.sim.common import SimTarget
-
 from . import _simulate, config, engine, priced, stats, workload
 from ._simulate import simulate, simulate_segments
 from .config import (
@@ -33,24 +31,10 @@ from .workload import (
     workload_tiles,
 )
 
-TARGET = SimTarget(
-    kind=KIND,
-    description="HBQ 28 nm ASIC: weight-stationary PE array, banked buffers, partial sums, DRAM",
-    config_type=HbqArchConfig,
-    modes=("analytical", "cycle"),
-    arch_names=ARCH_NAMES,
-    load_arch=load_arch,
-    load_workload=load_workload,
-    simulate=simulate,
-    priced_components=priced_components,
-    options=(("engine", "cycle mode's event engine: 'fast' (numba, default) or 'simpy'"),),
-)
-"""This simulator as :func:`coaccel.simulate` and ``coaccel sim`` see it."""
 
 __all__ = [
     "ARCH_NAMES",
     "KIND",
-    "TARGET",
     "STALL_CAUSES",
     "WORKLOAD_NAMES",
     "BufferAccess",

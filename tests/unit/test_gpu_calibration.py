@@ -11,8 +11,8 @@ import pytest
 
 from coaccel.sim.gpu_mem import load_arch
 from coaccel.spine.errors import CoaccelError
-from coaccel.validate import gpu_fit
-from coaccel.validate.gpu_fit import fit_parameters, read_calibration_csv
+from coaccel.targets.gpu.fit import fit_parameters, read_calibration_csv
+from coaccel.targets.gpu import fit as gpu_fit
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "arch_configs" / "gpu" / "measured"

@@ -7,7 +7,8 @@ import pytest
 import coaccel
 from coaccel.cost import evaluate, price
 from coaccel.models.gpu import microbench as mb
-from coaccel.sim.gpu_mem import TARGET, load_arch, priced_components
+from coaccel.sim.gpu_mem import load_arch, priced_components
+from coaccel.simulation import target
 
 MiB = 1 << 20
 
@@ -26,7 +27,7 @@ def test_a_gpu_is_priced_by_its_dram_bytes() -> None:
     )
     assert not cb.area_um2 and cb.pe is None and cb.total_area_um2 == 0.0
     # the registered target prices the same way through coaccel.cost.evaluate
-    assert TARGET.priced_components is priced_components
+    assert target("gpu").priced_components(h200, r) == priced_components(h200, r)
     assert evaluate(r, h200).energy_j == cb.energy_j
 
 

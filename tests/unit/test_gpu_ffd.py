@@ -348,7 +348,7 @@ def test_workload_spec_and_metrics() -> None:
 
 def test_validation_rows_speedup_below_bound_and_error_against_keep() -> None:
     from coaccel.sim.gpu_mem import load_arch, simulate
-    from coaccel.validate.gpu_ffd import PAPER_SPEEDUP, ffd_validation, keep_for_speedup
+    from coaccel.targets.gpu.ffd import PAPER_SPEEDUP, ffd_validation, keep_for_speedup
 
     assert traffic_bound_speedup(keep_for_speedup(PAPER_SPEEDUP)) == pytest.approx(PAPER_SPEEDUP)
     arch = load_arch("h200")

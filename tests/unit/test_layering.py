@@ -1,20 +1,27 @@
-"""The package's layers, enforced on the source (docs/architecture.md).
+"""The package's layers and its target seam, enforced on the source (docs/architecture.md).
 
-Imports go down only: spine (config, units, errors, trace, workload, shipped configs) <-
-references (``coaccel.models``) <- simulators (``coaccel.sim``) <- evaluation (``coaccel.simulate``,
-cost, validate, studies, dse, synthesis) <- presentation (report, cli, commands). Every import
-counts, also those inside functions. No import cycle between modules, and no module uses another
-package's private (``_name``) modules or names.
+Imports go down only: spine (``coaccel.spine``: config, units, errors, trace, workload, the target
+contract; shipped configs) <- references (``coaccel.models``) <- simulators (``coaccel.sim``) <-
+evaluation (``coaccel.simulate``, cost, validate, studies, dse, synthesis) <- presentation
+(report, cli, commands) <- targets (``coaccel.targets.<kind>``, found only through entry points).
+Every import counts, also those inside functions. No import cycle between modules, and no module
+uses another package's private (``_name``) modules or names.
+
+The target seam: outside a target's own folders (its simulator package and its target folder,
+both read from the registered target itself), no module imports a target's package or names a
+target's kind in code; targets do not import each other.
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
 PACKAGE_DIRS = {"coaccel": ROOT / "coaccel", "coaccel.models": ROOT / "models",
                 "coaccel.sim": ROOT / "sim"}  # fmt: skip
 
@@ -37,8 +44,9 @@ LAYERS: dict[str, int] = {
     "coaccel.report": 4,
     "coaccel.cli": 4,
     "coaccel.commands": 4,
+    "coaccel.targets": 5,
 }
-LAYER_NAMES = ("spine", "references", "simulators", "evaluation", "presentation")
+LAYER_NAMES = ("spine", "references", "simulators", "evaluation", "presentation", "targets")
 
 
 def _modules() -> dict[str, Path]:
@@ -204,6 +212,8 @@ def test_no_private_imports_across_packages() -> None:
         ("coaccel.sim.common.target", 2),
         ("coaccel.cost._system", 3),
         ("coaccel.commands.sim", 4),
+        ("coaccel.spine.target", 0),
+        ("coaccel.targets.hbq_asic.validation", 5),
     ],  # fmt: skip
 )
 def test_layer_table(module: str, layer: int) -> None:
@@ -238,3 +248,113 @@ def test_no_package_cycles() -> None:
         {tuple(sorted((a, b))) for a in pkgs for b in reach(a) if a != b and a in reach(b)}
     )
     assert not both, "package cycles:\n" + "\n".join(f"{a} <-> {b}" for a, b in both)
+
+
+# ---------------------------------------------------------------------------------------------
+# The target seam
+
+
+def _builtin_targets() -> list[tuple[str, str, str]]:
+    """(kind, target folder package, simulator package) of every target coaccel itself ships,
+    read from the registry (entry points), not from a list kept here."""
+    from coaccel.simulation import kinds, target
+    from coaccel.spine.target import Ref
+
+    out = []
+    for k in kinds():
+        t = target(k)
+        sim = t.simulate.path.partition(":")[0] if isinstance(t.simulate, Ref) else ""
+        folder = ""
+        for mod, path in MODULES.items():
+            if mod.startswith("coaccel.targets.") and path.name == "__init__.py":
+                if getattr(__import__(mod, fromlist=["TARGET"]), "TARGET", None) is t:
+                    folder = mod
+        if folder and sim:
+            out.append((k, folder, sim))
+    return out
+
+
+TARGETS = _builtin_targets()
+
+
+def _owned_by(module: str) -> str | None:
+    """The kind whose folders hold a module (None: a module of coaccel's own)."""
+    for kind, folder, sim in TARGETS:
+        for root in (folder, sim):
+            if module == root or module.startswith(root + "."):
+                return kind
+    return None
+
+
+def _code_strings(path: Path) -> list[tuple[str, int]]:
+    """String constants of a module's code (docstrings left out), with their lines."""
+    tree = ast.parse(path.read_text(), str(path))
+    docs: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                docs.add(id(body[0].value))
+        # attribute docstrings: a bare string right after an assignment
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                for a, b in zip(block, block[1:], strict=False):
+                    if (isinstance(a, (ast.Assign, ast.AnnAssign)) and isinstance(b, ast.Expr)
+                            and isinstance(b.value, ast.Constant)):  # fmt: skip
+                        docs.add(id(b.value))
+    return [
+        (n.value, n.lineno)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+    ]
+
+
+def test_every_builtin_target_has_its_folders() -> None:
+    assert len(TARGETS) >= 3, TARGETS
+    for kind, folder, sim in TARGETS:
+        assert folder in MODULES and sim in MODULES, (kind, folder, sim)
+
+
+def test_no_module_outside_a_target_imports_it() -> None:
+    bad = []
+    for m, imps in GRAPH.items():
+        mine = _owned_by(m)
+        for target_mod, _, line in imps:
+            owner = _owned_by(target_mod)
+            if owner is not None and owner != mine:
+                who = f"target {mine!r}" if mine else "coaccel's own code"
+                bad.append(
+                    f"{MODULES[m].relative_to(ROOT)}:{line}: {m} ({who}) imports {target_mod} "
+                    f"(target {owner!r})"
+                )
+    assert not bad, "imports across the target seam:\n" + "\n".join(bad)
+
+
+def test_no_module_outside_a_target_names_it() -> None:
+    """No code outside a target's folders tests or uses a kind's name (docstrings may
+    mention it), nor the name of its packages."""
+    names = {}
+    for kind, folder, sim in TARGETS:
+        for n in (kind, folder.rpartition(".")[2], sim.rpartition(".")[2], folder, sim):
+            names[n] = kind
+    bad = []
+    for m, path in MODULES.items():
+        mine = _owned_by(m)
+        for text, line in _code_strings(path):
+            kind = names.get(text)
+            if kind is not None and kind != mine:
+                bad.append(f"{path.relative_to(ROOT)}:{line}: {m} names {text!r} (target {kind!r})")
+    assert not bad, "target names outside their folders:\n" + "\n".join(bad)
+
+
+def test_seam_test_catches_a_violation(tmp_path: Path) -> None:
+    """The two seam checks fail on a module that imports or names a target."""
+    kind, folder, sim = TARGETS[0]
+    src = f"from {sim} import simulate\nKIND = {kind!r}\n"
+    f = tmp_path / "bad.py"
+    f.write_text(src)
+    assert (kind, 2) in _code_strings(f)
+    tree = ast.parse(src)
+    imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert _owned_by(imported[0]) == kind and _owned_by("coaccel.dse.spec") is None

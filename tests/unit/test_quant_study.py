@@ -536,8 +536,10 @@ def test_cli_end_to_end_with_overrides(tmp_path, capsys):
     )
     assert rc == 0
     printed = capsys.readouterr()
+    # --quiet: the result table alone (no progress, no "wrote" lines); the manifest lists files
     assert printed.err == ""
-    assert "mxfp8_e4m3" in printed.out and f"wrote {out / 'quant_results.csv'}" in printed.out
+    assert "mxfp8_e4m3" in printed.out and "wrote " not in printed.out
+    assert "quant_results.csv" in (out / "manifest.json").read_text()
     with (out / "quant_results.csv").open(newline="") as fh:
         body = list(csv.DictReader(fh))
     assert {r["format"] for r in body} == {"fp32", "mxfp8_e4m3"}

@@ -1,5 +1,5 @@
-"""HBQ reports (coaccel.report.hbq) and the ``validate`` / ``report`` commands: files, columns,
-escaping, units and sources, speed."""
+"""HBQ reports (coaccel.targets.hbq_asic.report) and the ``validate`` / ``report`` commands:
+files, columns, escaping, units and sources, speed."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ import pytest
 
 from coaccel.cli import main
 from coaccel.cost import arch_area, evaluate
-from coaccel.report.hbq import (
-    COST_CSV_COLUMNS,
-    VALIDATION_CSV_COLUMNS,
+from coaccel.sim.hbq_asic import load_arch
+from coaccel.sim.hbq_asic.stats import BufferAccess, DramAccess, HbqSimStats
+from coaccel.report.document import CSV_COLUMNS
+from coaccel.report.validation import VALIDATION_CSV_COLUMNS
+from coaccel.targets.hbq_asic.report import (
     format_validation_table,
     write_cost_report,
     write_validation_report,
 )
-from coaccel.sim.hbq_asic import load_arch
-from coaccel.sim.hbq_asic.stats import BufferAccess, DramAccess, HbqSimStats
-from coaccel.validate.hbq import Target, Validation
+from coaccel.targets.hbq_asic.validation import Target, Validation
 
 
 def _validation() -> Validation:
@@ -120,7 +120,8 @@ def test_cost_report_files(tmp_path: Path) -> None:
         assert (tmp_path / f"{stem}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert b"<svg" in (tmp_path / f"{stem}.svg").read_bytes()[:2000]
     rows = list(csv.DictReader((tmp_path / "cost_report.csv").open()))
-    assert tuple(rows[0]) == COST_CSV_COLUMNS
+    assert tuple(rows[0]) == CSV_COLUMNS
+    assert {r["kind"] for r in rows} == {"hbq_asic"}
     for r in rows:
         assert r["source"] and r["unit"] in ("um2", "J", "um2/MAC", "fJ/MAC")
     # area once per arch (5 components + 2 PE rows), energy per run (7 components)
@@ -128,13 +129,14 @@ def test_cost_report_files(tmp_path: Path) -> None:
     dram = [r for r in rows if r["component"] == "dram"]
     assert float(dram[0]["value"]) == pytest.approx(1.1e8 * 32e-12)
     md = (tmp_path / "cost_report.md").read_text()
-    assert "## Area by component" in md and "![cost_area](cost_area.png)" in md
+    assert "### Area by component" in md and "(cost_area.png)" in md
     html = (tmp_path / "cost_report.html").read_text()
     assert "note &lt;b&gt;" in html and "<img src='data:image/png;base64," in html
     # one self-contained page: no image loaded from another file
     assert not re.search(r"""(src|href)\s*=\s*['"](?!data:)""", html)
-    assert html.count("<figcaption>") == 3
-    assert "*Energy by component per workload run. Source: coaccel cost model" in md
+    # each chart's caption is drawn in the image and given once more, as its text alternative
+    assert html.count("<img ") == 3 and "<figcaption>" not in html
+    assert "![Energy by component per workload run. Source: coaccel cost model" in md
 
 
 def test_area_only_report(tmp_path: Path) -> None:
@@ -263,7 +265,7 @@ def _breakdowns(node: float = 28):
 
 @pytest.mark.parametrize("plot", ["plot_area", "plot_energy", "plot_pe"])
 def test_cost_charts_are_readable(plot: str, tmp_path: Path, monkeypatch) -> None:
-    import coaccel.report.hbq as rep
+    import coaccel.targets.hbq_asic.report as rep
 
     figs = []
     real = rep.save_figure

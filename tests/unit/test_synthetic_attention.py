@@ -202,7 +202,7 @@ def test_query_offsets_shared_within_a_group(c: float) -> None:
 
 
 def test_rope_lowers_delta_sparsity_in_the_fast_pairs() -> None:
-    from coaccel.studies.deltallm import channel_sparsity
+    from coaccel.targets.deltallm_fpga.study import channel_sparsity
 
     kw = dict(tokens=256, kv_heads=8, key_ar=0.99, n_outlier_channels=0)
     rot = synthetic_attention(np.random.default_rng(6), "llama-3.2-1b", **kw).tensors

@@ -10,13 +10,13 @@ import sys
 import pytest
 
 import coaccel
-from coaccel.validate import hbq, targets
-from coaccel.validate.deltallm import (
+from coaccel.targets.deltallm_fpga.validation import (
     PAPER_DELTA_KEY_SPARSITY,
     PAPER_SPEEDUP,
     PAPER_STRUCTURED_SPARSITY,
     validate_deltallm,
 )
+from coaccel.validate import hbq, targets
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 
 from coaccel.cli import main
 from coaccel.spine.errors import CoaccelError
-from coaccel.validate.gpu import mape_pct, pearson_r, validate_gpu
+from coaccel.targets.gpu.validation import mape_pct, pearson_r, validate_gpu
 
 ROOT = Path(__file__).resolve().parents[2]
 A100_CSV = ROOT / "arch_configs" / "gpu" / "measured" / "a100_80g_gpu_benches.csv"
@@ -128,7 +128,7 @@ def test_measured_series_are_package_data() -> None:
     """The published series ship inside coaccel.arch_configs (a wheel has them)."""
     from importlib.resources import files
 
-    from coaccel.validate.gpu import measured_csv
+    from coaccel.targets.gpu.validation import measured_csv
 
     root = Path(str(files("coaccel.arch_configs")))
     for g in ("a100_80g", "h200"):

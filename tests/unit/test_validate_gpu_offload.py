@@ -2,8 +2,8 @@
 
 import pytest
 
-from coaccel.validate.gpu import _default_simulate
-from coaccel.validate.gpu_offload import offload_anchors
+from coaccel.targets.gpu.offload import offload_anchors
+from coaccel.targets.gpu.validation import _default_simulate
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""HBQ validation targets (coaccel.validate.hbq): PE rows, claims, system energy, speedups.
+"""HBQ validation targets (coaccel.targets.hbq_asic.validation): PE rows, claims, system energy, speedups.
 
 Paper values are typed from specs/hbq.md §3; expected ours-values are worked out by hand or
 come from a fake simulator whose statistics are chosen here.
@@ -13,7 +13,8 @@ import pytest
 from coaccel.cost import arch_pe, evaluate, pe_cost
 from coaccel.sim.hbq_asic import load_arch, load_workload, simulate
 from coaccel.sim.hbq_asic.stats import BufferAccess, DramAccess, HbqSimStats
-from coaccel.validate.hbq import (
+from coaccel.targets.hbq_asic._rpm import rpm_energy_j
+from coaccel.targets.hbq_asic.validation import (
     ARCHS,
     PAPER_SPEEDUP,
     PAPER_SYSTEM_ENERGY_J,
@@ -163,7 +164,7 @@ def test_system_energy_rows_use_evaluate_on_the_simulated_stats() -> None:
         ref = evaluate(
             sim(load_arch(arch_name), "llama-2-7b:prefill_2k", "cycle"), load_arch(arch_name)
         )
-        assert cb.rpm_energy_j == pytest.approx(ref.rpm_energy_j)
+        assert rpm_energy_j(cb) == pytest.approx(rpm_energy_j(ref))
     hbq_e = by_arch["HBQ-E"]
     assert hbq_e.paper == 2.846 and hbq_e.tolerance_pct == 10.0
     # DRAM = 2.1e10 B x 32 pJ/B, counted from the (fake) simulated traffic
@@ -238,7 +239,7 @@ def test_validate_with_the_analytical_simulator_one_model() -> None:
 
 def test_synthesis_rows_compare_ratios(tmp_path) -> None:
     from coaccel.synth import COLUMNS
-    from coaccel.validate.hbq import synthesis_targets
+    from coaccel.targets.hbq_asic.validation import synthesis_targets
 
     p = tmp_path / "hbq_area.csv"
     lines = [",".join(COLUMNS)]
@@ -312,7 +313,7 @@ def test_target_fit_role_is_checked() -> None:
 
 
 def test_counts_separate_predicted_and_fitted_rows() -> None:
-    from coaccel.validate.hbq import Validation
+    from coaccel.targets.hbq_asic.validation import Validation
 
     v = Validation(
         (

@@ -27,7 +27,7 @@ Modules (each lists its public and internal functions):
 * :mod:`._loader`: :func:`load_config`, :func:`load_config_dict` (YAML, includes, versions,
   cross-field rules).
 * :mod:`._digest`: :func:`dump_config`, :func:`config_digest`, the configs known to be valid.
-* :mod:`._override`: :func:`override`.
+* :mod:`._override`: :func:`override`, :func:`check_value`.
 * :mod:`._dram`: :class:`DramConfig`, :class:`EfficiencyPoint`.
 
 Import from this package (or its public alias ``coaccel.config``), never from the modules.
@@ -36,7 +36,7 @@ Import from this package (or its public alias ``coaccel.config``), never from th
 from ._digest import config_digest, dump_config
 from ._dram import DramConfig, DramType, EfficiencyPoint
 from ._loader import load_config, load_config_dict
-from ._override import override
+from ._override import check_value, override
 from ._problems import ConfigError, Problem
 from ._schema import MISSING, FrozenMap, field_paths, param, source_key_problems
 from ._values import parse_quantity
@@ -54,6 +54,7 @@ __all__ = [
     "field_paths",
     "load_config",
     "load_config_dict",
+    "check_value",
     "override",
     "param",
     "parse_quantity",

@@ -113,11 +113,17 @@ def _convert(value: Any, tp: Any, key: str, info: _FieldInfo, ctx: _Ctx) -> Any:
         fits = [a for a in others if _same_shape(value, a)]
         if len(fits) == 1:  # one alternative takes this kind of value: report its problems
             return _convert(value, fits[0], key, info, ctx)
+        first_of_its_type = None
         for a in others:
             trial = _Ctx(ctx.file, ctx.base_dir, [], ctx.includes, ctx.validated)
             converted = _convert(value, a, key, info, trial)
             if not trial.problems:
                 return converted
+            if first_of_its_type is None and isinstance(a, type) and type(value) is a:
+                first_of_its_type = trial.problems  # the alternative of the value's own type
+        if first_of_its_type:  # e.g. a float that is NaN or infinite: say that, not its type
+            ctx.problems.extend(first_of_its_type)
+            return _BAD
         name = _type_name(tp, info.unit)
         return ctx.add(key, value, f"expected {name}, got {_got(value)}", name)
     if origin is Literal:

@@ -1,6 +1,6 @@
 """Variants of a config: some dotted keys changed, the result checked like a loaded file.
 
-Public: :func:`override`.
+Public: :func:`override`, :func:`check_value`.
 
 Internal: :func:`_override_fast`, the shortcut for a validated base: only the changed values
 and the dataclasses on their paths are converted and checked again (a base that was not
@@ -19,7 +19,7 @@ from ._loader import _convert, _convert_dataclass, _validate_tree, load_config_d
 from ._problems import ConfigError, Problem, _Ctx, _got
 from ._schema import _field_info, _version_of
 
-__all__ = ["override"]
+__all__ = ["check_value", "override"]
 
 T = TypeVar("T")
 
@@ -142,3 +142,42 @@ def _override_fast(obj: Any, changes: Mapping[str, Any], source: str) -> Any:
     if new is not None:
         _mark_validated(new)
     return new
+
+
+def check_value(obj: Any, dotted: str, value: Any) -> list[Problem] | None:
+    """The problems of one value for one key, by the key's own schema (type, unit, bounds,
+    choices; a whole section by its own rules), without the cross-field rules of the sections
+    that hold it.
+
+    A sweep checks every value of every parameter with this before it runs anything: a value
+    that no combination could make valid (``-16`` PEs, ``"sixteen"``, ``16.5`` for an integer,
+    an infinite size) is an error of the spec, while a value that fails only together with
+    other values (a buffer too small for the tile another parameter sets) is a failed point.
+
+    Args:
+        obj: a config (its schema gives the key's type).
+        dotted: the key (``"pe_array.n_pes"``).
+        value: the value as YAML gives it.
+
+    Returns:
+        The problems (empty: the value is valid for the key), or None when the key does not
+        lead through dataclass fields to a field (a mapping entry, an unset optional section):
+        then only a whole override can tell.
+    """
+    source = f"<override of {type(obj).__name__}>"
+    node: Any = obj
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        if _field_info(type(node), part) is None:
+            return None
+        node = getattr(node, part)
+        if not (dataclasses.is_dataclass(node) and not isinstance(node, type)):
+            return None
+    info = _field_info(type(node), parts[-1])
+    if info is None:
+        return None
+    ctx = _Ctx(source, None, [])
+    converted = _convert(value, info.tp, dotted, info, ctx)
+    if not ctx.problems:
+        _validate_tree(converted, dotted, ctx)
+    return list(ctx.problems)

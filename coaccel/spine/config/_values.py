@@ -137,6 +137,8 @@ def _to_float(x: Fraction | numbers.Real, raw: Any, key: str, ctx: _Ctx) -> Any:
         return ctx.add(key, raw, f"{_show(raw)} is out of range: too large for a float", "a float")
     if math.isnan(out):
         return ctx.add(key, raw, f"{_show(raw)} is not allowed (not a number)", "a number")
+    if math.isinf(out):
+        return ctx.add(key, raw, f"{_show(raw)} is not allowed (not finite)", "a finite number")
     return out
 
 

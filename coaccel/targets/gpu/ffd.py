@@ -1,7 +1,7 @@
 """W2 (FFD) rows of ``coaccel validate gpu``: speedup over W1 against keep ratio, and accuracy.
 
 Pure computation. :func:`ffd_validation` returns rows (:class:`FfdRow`, the fields of
-:class:`coaccel.validate.gpu.Anchor`, which ``validate_gpu`` turns them into) and notes:
+:class:`coaccel.targets.gpu.validation.Anchor`, which ``validate_gpu`` turns them into) and notes:
 
 * group ``w2``: the simulated speedup of one FFD decode step over one W1 FlashDecoding step
   (one layer, B = 1, both kernels and their reductions, launch latencies included) at a long
@@ -41,7 +41,7 @@ Simulate = Callable[[Any, Any, str], Any]
 
 @dataclass(frozen=True)
 class FfdRow:
-    """One W2 row: the fields of :class:`coaccel.validate.gpu.Anchor` (same meanings)."""
+    """One W2 row: the fields of :class:`coaccel.targets.gpu.validation.Anchor` (same meanings)."""
 
     group: str
     name: str
@@ -93,7 +93,7 @@ def ffd_validation(
     Returns:
         (rows, notes).
     """
-    from ..models.gpu import (
+    from coaccel.models.gpu import (
         DecodeShape,
         bf16_bits_to_f32,
         dense_attention_f64,

@@ -23,9 +23,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..simulation import load_arch, simulate
-from ..spine.config import override
-from .targets import Target, Validation
+from coaccel.simulation import load_arch, simulate
+from coaccel.spine.config import override
+from coaccel.validate.targets import Target, Validation
 
 __all__ = [
     "MODELS",

@@ -21,10 +21,10 @@ from typing import Any
 
 import yaml
 
-from ..spine.config import dump_config
-from ..validate.gpu import GpuValidation
-from ..validate.gpu_fit import CalibrationFit
-from .files import write_text
+from coaccel.report.files import write_text
+from coaccel.spine.config import dump_config
+from coaccel.targets.gpu.fit import CalibrationFit
+from coaccel.targets.gpu.validation import GpuValidation
 
 __all__ = [
     "calibration_rows",

@@ -1,7 +1,7 @@
 """KV and expert offload on the GPU simulator against the papers' headline ratios (W3, W4).
 
 :func:`offload_anchors` returns :class:`OffloadRow` rows (the fields of
-:class:`coaccel.validate.gpu.Anchor`, which ``coaccel validate gpu`` turns them into) and
+:class:`coaccel.targets.gpu.validation.Anchor`, which ``coaccel validate gpu`` turns them into) and
 notes. Every ratio here is **predicted**: no figure of these papers set a config value.
 Setups and assumptions:
 
@@ -35,7 +35,7 @@ __all__ = ["W3_BATCH", "W3_CONTEXT", "W4_TOKENS", "OffloadRow", "offload_anchors
 
 @dataclass(frozen=True)
 class OffloadRow:
-    """One compared figure (the fields of :class:`coaccel.validate.gpu.Anchor`).
+    """One compared figure (the fields of :class:`coaccel.targets.gpu.validation.Anchor`).
 
     Attributes:
         group: ``w3``, ``w3_error`` or ``w4``. name: what is compared.
@@ -83,8 +83,7 @@ def offload_anchors(
     from coaccel.models.gpu import DecodeShape, flash_decode_trace
     from coaccel.models.gpu.nosa import NosaConfig, nosa_decode
     from coaccel.models.gpu.specter import SpecterModel, specter_baseline, specter_decode
-
-    from ..sim.gpu_mem import load_arch
+    from coaccel.sim.gpu_mem import load_arch
 
     a100 = load_arch("a100_80g")
     anchors: list[OffloadRow] = []

@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from ..spine.config import FrozenMap, override
-from ..spine.errors import CoaccelError
+from coaccel.spine.config import FrozenMap, override
+from coaccel.spine.errors import CoaccelError
 
 __all__ = [
     "CSV_COLUMNS",
@@ -452,7 +452,7 @@ _CHASE_LINE_BYTES = 128  # the pointer spacing of the simulated chase (its defau
 
 
 def _default_simulate(arch: Any, workload: Any, mode: str) -> Any:
-    from ..simulation import simulate
+    from coaccel.simulation import simulate
 
     return simulate(arch, workload, mode=mode)
 
@@ -495,7 +495,7 @@ def predict(
             # ([S12] gpu-l2-cache/main.cu: 100000 blocks over the set), so the measured figure
             # carries no per-kernel pipeline fill: take the time of one more read of the
             # (warm) set inside the kernel
-            from ..models.gpu.microbench import streaming_read
+            from coaccel.models.gpu.microbench import streaming_read
 
             kw: dict[str, Any] = {"ctas": row.ctas} if row.ctas > 0 else {}
 

@@ -1,7 +1,7 @@
 """Tables of ``coaccel validate deltallm``: text for the terminal, CSV and Markdown files.
 
 The rows are the shared :class:`~coaccel.validate.targets.Target` rows, in the columns of
-``validate hbq`` (:data:`~coaccel.report.hbq.VALIDATION_CSV_COLUMNS`).
+``validate hbq`` (:data:`~coaccel.report.validation.VALIDATION_CSV_COLUMNS`).
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from ..validate.targets import Validation
-from .files import atomic_open, write_text
-from .hbq import VALIDATION_CSV_COLUMNS, validation_rows
+from coaccel.report.files import atomic_open, write_text
+from coaccel.report.validation import VALIDATION_CSV_COLUMNS, validation_rows
+from coaccel.validate.targets import Validation
 
 __all__ = ["GROUP_TITLES", "format_deltallm_validation", "write_deltallm_validation"]
 

@@ -1,20 +1,16 @@
 """``coaccel delta``: the DeltaLLM sparsity study (real MiniLM keys and synthetic LLM-like keys).
 
 Loads a study config (default: the shipped ``arch_configs/studies/deltallm_default.yaml``),
-applies the command-line overrides, runs :func:`coaccel.studies.deltallm.run_delta_study` and
-writes the report of :mod:`coaccel.report.deltallm` (CSV + PNG) into ``--out``, printing the
+applies the command-line overrides, runs :func:`coaccel.targets.deltallm_fpga.study.run_delta_study` and
+writes the report of :mod:`coaccel.targets.deltallm_fpga.study_report` (CSV + PNG) into ``--out``, printing the
 table.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 DEFAULT_CONFIG = "studies/deltallm_default.yaml"
 DEFAULT_OUT = Path("reports") / "delta"
@@ -52,7 +48,7 @@ def register(subparsers: Any) -> None:
     Args:
         subparsers: the ``add_subparsers()`` object of the top-level parser.
     """
-    from ._args import add_output_flags, int_in
+    from coaccel.commands.args import add_out, add_output_flags, int_in
 
     p = subparsers.add_parser(
         "delta",
@@ -90,20 +86,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--models", metavar="M,...", help="workload models of the synthetic keys")
     p.add_argument("--key-ar", type=float, metavar="A", help="synthetic key AR(1) coefficient")
     p.add_argument("--seed", type=int, metavar="N", help="seed of the synthetic tensors")
-    p.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_OUT,
-        metavar="DIR",
-        help=f"output folder (default: ./{DEFAULT_OUT.as_posix()})",
-    )
+    add_out(p, DEFAULT_OUT)
     add_output_flags(p, "print the result rows and fits as JSON")
     p.set_defaults(func=run, command="delta")
 
 
 def _numbers(text: str, flag: str, kind: type) -> list[Any]:
-    from ..spine.errors import CoaccelError
-    from ._args import comma_list
+    from coaccel.commands.args import comma_list
+    from coaccel.spine.errors import CoaccelError
 
     out = []
     for item in comma_list(text, flag):
@@ -116,7 +106,7 @@ def _numbers(text: str, flag: str, kind: type) -> list[Any]:
 
 
 def _changes(args: argparse.Namespace, data: tuple[str, ...]) -> dict[str, Any]:
-    from ._args import comma_list
+    from coaccel.commands.args import comma_list
 
     ch: dict[str, Any] = {}
     if args.data is not None:
@@ -156,12 +146,11 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         0 on success (errors raise ``CoaccelError``; the CLI turns them into exit status 2).
     """
-    from ..arch_configs import path as shipped
-    from ..report.deltallm import format_delta_table, write_delta_report
-    from ..report.files import write_manifest
-    from ..spine.config import ConfigError, Problem, dump_config, load_config, override
-    from ..studies.deltallm import DeltaStudyConfig, rows_as_dicts, run_delta_study
-    from ._args import prepare_out_dir
+    from coaccel.arch_configs import path as shipped
+    from coaccel.commands.args import Outputs
+    from coaccel.spine.config import ConfigError, Problem, dump_config, load_config, override
+    from coaccel.targets.deltallm_fpga.study import DeltaStudyConfig, rows_as_dicts, run_delta_study
+    from coaccel.targets.deltallm_fpga.study_report import format_delta_table, write_delta_report
 
     cfg_path = args.config if args.config is not None else shipped(DEFAULT_CONFIG)
     cfg = load_config(cfg_path, DeltaStudyConfig)
@@ -180,33 +169,20 @@ def run(args: argparse.Namespace) -> int:
                 problems.append(Problem("command line", key, p.value, p.message, p.valid))
             raise ConfigError(problems) from None
 
-    def progress(msg: str) -> None:
-        if not args.quiet and not args.json:
-            print(f"delta: {msg}", file=sys.stderr, flush=True)
+    run_ = Outputs(args, "coaccel delta")
+    import numpy as np
 
-    prepare_out_dir(args.out)
-    result = run_delta_study(cfg, rng=np.random.default_rng(cfg.seed), progress=progress)
-    paths = write_delta_report(result, args.out)
-    write_manifest(
-        args.out,
+    result = run_delta_study(cfg, rng=np.random.default_rng(cfg.seed), progress=run_.progress)
+    paths = write_delta_report(result, run_.out)
+    doc = {
+        "rows": rows_as_dicts(result.rows),
+        "fits": rows_as_dicts(result.fits),
+        "passages": [list(p) for p in result.passages],
+        "notes": list(result.notes),
+    }
+    return run_.finish(
         paths,
-        command="coaccel delta",
+        text=format_delta_table(result),
+        doc=doc,
         settings={"config": str(cfg_path), "study": dump_config(cfg)},
     )
-    if args.json:
-        doc = {
-            "rows": rows_as_dicts(result.rows),
-            "fits": rows_as_dicts(result.fits),
-            "passages": [list(p) for p in result.passages],
-            "notes": list(result.notes),
-            "files": [str(p) for p in paths],
-        }
-        json.dump(doc, sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
-        return 0
-    print(format_delta_table(result))
-    if not args.quiet:
-        print()
-        for path in paths:
-            print(f"wrote {path}")
-    return 0

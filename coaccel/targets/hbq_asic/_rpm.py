@@ -25,13 +25,17 @@ the partial sums are 16-bit else 1).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..spine.config import FrozenMap
+from coaccel.spine.config import FrozenMap
 
 __all__ = [
+    "RPM_COMPONENTS",
+    "rpm_energy_j",
+    "rpm_energy_sigma_j",
     "RPM_DRAM_J_PER_BYTE",
     "RPM_PARAMS",
     "RPM_TERMS",
@@ -53,6 +57,21 @@ _TO = 256
 
 RPM_TERMS = ("weights", "qkvo", "kv", "mlp")
 """[R-PM]'s DRAM terms, in its order."""
+
+
+RPM_COMPONENTS = ("pe_array", "act_buffer", "psum_buffer", "dram")
+"""The components the paper's system model ([R-PM] src/perf_model.py) counts: core, SRAM
+(ACT + PSUM) and DRAM; a comparison with its figures compares these alone."""
+
+
+def rpm_energy_j(cb: Any) -> float:
+    """Energy of the components [R-PM] counts (:data:`RPM_COMPONENTS`) in a cost breakdown, J."""
+    return float(sum(cb.energy_j.get(k, 0.0) for k in RPM_COMPONENTS))
+
+
+def rpm_energy_sigma_j(cb: Any) -> float:
+    """One-sigma uncertainty of :func:`rpm_energy_j` (independent components), J."""
+    return math.sqrt(sum(cb.energy_sigma_j.get(k, 0.0) ** 2 for k in RPM_COMPONENTS))
 
 
 @dataclass(frozen=True)

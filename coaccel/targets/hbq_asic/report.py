@@ -1,6 +1,6 @@
 """HBQ ASIC reports: the validation table and the per-component area/energy report.
 
-The computations live in :mod:`coaccel.validate.hbq` and :mod:`coaccel.cost`; this module only
+The computations live in :mod:`coaccel.targets.hbq_asic.validation` and :mod:`coaccel.cost`; this module only
 formats, writes and plots. Files:
 
 * :func:`write_validation_report` → ``hbq_validation.csv`` and ``hbq_validation.md`` (every
@@ -13,10 +13,6 @@ formats, writes and plots. Files:
 
 from __future__ import annotations
 
-import base64
-import csv
-import html
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,49 +20,38 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..cost import CostBreakdown
-from ..validate.hbq import Target, Validation
-from ._style import OKABE_ITO, TOL_MUTED, display_arch, new_figure, save_figure
-from .files import atomic_open, write_text
+from coaccel.cost import CostBreakdown
+from coaccel.report.document import (
+    Chart,
+    ReportPart,
+    ReportSettings,
+    Section,
+    Table,
+    write_report,
+)
+from coaccel.report.document import Figure as Number
+from coaccel.report.style import OKABE_ITO, TOL_MUTED, display_arch, new_figure, save_figure
+from coaccel.report.validation import (
+    format_validation_table as _format_table,
+)
+from coaccel.report.validation import (
+    write_validation_report as _write_report,
+)
+from coaccel.targets.hbq_asic.validation import Validation
 
 __all__ = [
     "COST_CSV_COLUMNS",
-    "VALIDATION_CSV_COLUMNS",
+    "GROUP_TITLES",
+    "cost_part",
     "cost_rows",
+    "report_part",
     "format_validation_table",
     "plot_area",
     "plot_energy",
     "plot_pe",
-    "validation_rows",
-    "validation_summary",
     "write_cost_report",
     "write_validation_report",
 ]
-
-VALIDATION_CSV_COLUMNS = (
-    "group",
-    "target",
-    "fit",
-    "ours",
-    "ours_sigma",
-    "ours_loo",
-    "paper",
-    "unit",
-    "error_pct",
-    "loo_error_pct",
-    "ours_as_paper",
-    "as_paper_error_pct",
-    "tolerance_pct",
-    "status",
-    "loo_status",
-    "source",
-    "note",
-)
-"""Columns of ``hbq_validation.csv``: ``fit`` is ``fitted`` (the PE model was fitted on the
-paper's figure, or on the points it is computed from: agreement is in sample) or ``predicted``
-(not used in any fit); ``ours_sigma`` one sigma; ``ours_loo`` the leave-one-out prediction of a
-fitted row (the model refitted without its points) and ``loo_status`` that prediction judged
-against the same tolerance; empty cells where a column does not apply."""
 
 COST_CSV_COLUMNS = (
     "arch",
@@ -82,7 +67,7 @@ COST_CSV_COLUMNS = (
 """Columns of ``cost_report.csv``: ``quantity`` is ``area`` (µm²), ``energy`` (J) or
 ``pe_area`` / ``pe_energy`` (per MAC); ``sigma`` is one sigma in the same unit."""
 
-_GROUP_TITLES = {
+GROUP_TITLES = {
     "pe_area": "PE area per MAC (published rows, ±5 %)",
     "pe_energy": "PE energy per MAC (published rows, ±5 %)",
     "claim": "Headline hardware claims",
@@ -92,166 +77,12 @@ _GROUP_TITLES = {
 }
 
 
-def _num(v: float, digits: int = 4) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return ""
-    return f"{v:.{digits}g}"
-
-
-def validation_rows(v: Validation) -> list[dict[str, str]]:
-    """The validation targets as rows keyed by the CSV's columns (for JSON output)."""
-    return [dict(zip(VALIDATION_CSV_COLUMNS, _target_cells(t), strict=True)) for t in v.targets]
-
-
-def _target_cells(t: Target) -> list[str]:
-    return [
-        t.group,
-        t.name,
-        t.fit,
-        _num(t.ours),
-        _num(t.ours_sigma, 2),
-        _num(t.ours_loo),
-        _num(t.paper),
-        t.unit,
-        _num(t.error_pct, 3),
-        _num(t.loo_error_pct, 3),
-        _num(t.ours_as_paper),
-        _num(t.as_paper_error_pct, 3),
-        "" if t.tolerance_pct is None else f"{t.tolerance_pct:g}",
-        t.status,
-        t.loo_status,
-        " ".join(t.source.split()),
-        " ".join(t.note.split()),
-    ]
-
-
-_MD_HEADERS = {
-    "target": "target",
-    "fit": "fitted / predicted",
-    "ours": "ours",
-    "ours_sigma": "1 sigma",
-    "ours_loo": "ours LOO",
-    "paper": "paper",
-    "unit": "unit",
-    "error_pct": "error %",
-    "loo_error_pct": "LOO error %",
-    "ours_as_paper": "ours as [R-PM] counts",
-    "as_paper_error_pct": "error %, as [R-PM] counts",
-    "tolerance_pct": "tol. %",
-    "status": "status",
-    "loo_status": "LOO status",
-    "note": "note",
-}
-"""Markdown header of each CSV column the Markdown tables show (not group and source)."""
-
-_AS_PAPER_COLUMNS = ("ours_as_paper", "as_paper_error_pct")
-_LOO_COLUMNS = ("ours_loo", "loo_error_pct", "loo_status")
-
-
-def _status_counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-
-
-def validation_summary(v: Validation) -> str:
-    """The status counts, predicted and fitted rows apart, and how the fitted rows fare
-    when the model is refitted without them (leave-one-out).
-
-    Args:
-        v: the validation.
-
-    Returns:
-        One line, e.g. ``predicted: 20 ok, 13 differs; fitted (in sample): 40 ok;
-        leave-one-out of the fitted rows: 38 within tolerance (largest |error| 3.0 %), 2 outside
-        (HBQ-A PE energy -23.9 %, ...)``.
-    """
-    by_fit = v.counts_by_fit()
-    parts = []
-    if "predicted" in by_fit:
-        parts.append(f"predicted: {_status_counts(by_fit['predicted'])}")
-    if "fitted" in by_fit:
-        parts.append(f"fitted (in sample): {_status_counts(by_fit['fitted'])}")
-    judged = [t for t in v.targets if t.fit == "fitted" and t.loo_status]
-    if judged:
-        outside = v.loo_outside()
-        within = len(judged) - len(outside)
-        text = f"leave-one-out of the fitted rows: {within} within tolerance"
-        if within:
-            text += f" (largest |error| {v.loo_max_abs_error_pct():.1f} %)"
-        if outside:
-            text += (
-                f", {len(outside)} outside ("
-                + ", ".join(f"{t.name} {t.loo_error_pct:+.1f} %" for t in outside)
-                + ")"
-            )
-        parts.append(text)
-    return "; ".join(parts)
-
-
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    out += ["| " + " | ".join(_md_escape(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
+"""Section titles of the HBQ validation, in order."""
 
 
 def format_validation_table(v: Validation) -> str:
-    """Readable text of the validation (what ``coaccel validate hbq`` prints).
-
-    Args:
-        v: the validation.
-
-    Returns:
-        One block per target group, then the status counts (no trailing newline).
-    """
-    blocks = []
-    for group, title in _GROUP_TITLES.items():
-        rows = v.select(group)
-        if not rows:
-            continue
-        body = []
-        as_paper = any(not math.isnan(t.ours_as_paper) for t in rows)
-        has_loo = any(not math.isnan(t.ours_loo) for t in rows)
-        for t in rows:
-            err = "" if math.isnan(t.error_pct) else f"{t.error_pct:+.1f}%"
-            sig = "" if math.isnan(t.ours_sigma) else f"±{_num(t.ours_sigma, 2)}"
-            row = [
-                t.name,
-                t.fit,
-                f"{_num(t.ours)} {sig}".strip(),
-                _num(t.paper),
-                t.unit,
-                err,
-                t.status,
-            ]
-            if has_loo:
-                e3 = "" if math.isnan(t.loo_error_pct) else f" ({t.loo_error_pct:+.1f}%)"
-                row.append(f"{_num(t.ours_loo)}{e3} {t.loo_status}".strip())
-            if as_paper:
-                e2 = "" if math.isnan(t.as_paper_error_pct) else f" ({t.as_paper_error_pct:+.1f}%)"
-                row.append(f"{_num(t.ours_as_paper)}{e2}")
-            body.append(row)
-        headers = ["target", "fit", "ours (1 sigma)", "paper", "unit", "error", "status"]
-        if has_loo:
-            headers.append("leave-one-out (error) status")
-        if as_paper:
-            headers.append("ours as [R-PM] counts (error)")
-        widths = [max(len(h), *(len(r[i]) for r in body)) for i, h in enumerate(headers)]
-        lines = [title, "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
-        lines.append("  ".join("-" * w for w in widths))
-        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
-        differs = [t for t in rows if t.status in ("differs", "baseline missing", "info")]
-        by_note: dict[str, list[str]] = {}
-        for t in differs:
-            by_note.setdefault(" ".join(t.note.split()), []).append(t.name)
-        for note, names in by_note.items():
-            who = names[0] if len(names) == 1 else f"{len(names)} rows above"
-            lines.append(f"  why ({who}): {note}")
-        blocks.append("\n".join(lines))
-    blocks.append(f"targets: {validation_summary(v)}")
-    return "\n\n".join(blocks)
+    """Readable text of the HBQ validation (what ``coaccel validate hbq`` prints)."""
+    return _format_table(v, GROUP_TITLES)
 
 
 def write_validation_report(v: Validation, out_dir: str | Path) -> list[Path]:
@@ -264,51 +95,19 @@ def write_validation_report(v: Validation, out_dir: str | Path) -> list[Path]:
     Returns:
         The two paths.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    csv_path = out / "hbq_validation.csv"
-    with atomic_open(csv_path) as fh:
-        w = csv.writer(fh)
-        w.writerow(VALIDATION_CSV_COLUMNS)
-        for t in v.targets:
-            w.writerow(_target_cells(t))
-    md = ["# HBQ validation: our models vs the paper", ""]
-    md += [f"- {n}" for n in v.notes]
-    md += [
-        "",
-        f"Targets: {validation_summary(v)}.",
-        "",
-        "*fitted*: the PE model was fitted on the paper's figure (or on the points it is "
-        "computed from), so agreement is in sample; the leave-one-out columns show the model "
-        "refitted without those points. *predicted*: the paper's figure was not used in any "
-        "fit.",
-        "",
-    ]
-    for group, title in _GROUP_TITLES.items():
-        rows = v.select(group)
-        if not rows:
-            continue
-        md += [f"## {title}", ""]
-        # the [R-PM]-accounting pair only where the group has it
-        has_as_paper = any(not math.isnan(t.ours_as_paper) for t in rows)
-        has_loo = any(not math.isnan(t.ours_loo) for t in rows)
-        cols = [
-            c
-            for c in _MD_HEADERS
-            if (has_as_paper or c not in _AS_PAPER_COLUMNS) and (has_loo or c not in _LOO_COLUMNS)
-        ]
-        keep = [VALIDATION_CSV_COLUMNS.index(c) for c in cols]
-        md.append(
-            _md_table(
-                [_MD_HEADERS[c] for c in cols],
-                [[_target_cells(t)[i] for i in keep] for t in rows],
-            )
-        )
-        sources = sorted({" ".join(t.source.split()) for t in rows})
-        md += ["", "Sources: " + "; ".join(sources), ""]
-    md_path = out / "hbq_validation.md"
-    write_text(md_path, "\n".join(md) + "\n")
-    return [csv_path, md_path]
+    return _write_report(
+        v,
+        out_dir,
+        stem="hbq_validation",
+        title="HBQ validation: our models vs the paper",
+        group_titles=GROUP_TITLES,
+        intro=(
+            "*fitted*: the PE model was fitted on the paper's figure (or on the points it is "
+            "computed from), so agreement is in sample; the leave-one-out columns show the "
+            "model refitted without those points. *predicted*: the paper's figure was not used "
+            "in any fit.",
+        ),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -708,6 +507,110 @@ def _sections(breakdowns: Sequence[CostBreakdown], title: str, notes: Sequence[s
     return title, list(notes), secs
 
 
+def cost_part(
+    breakdowns: Sequence[CostBreakdown],
+    out_dir: str | Path,
+    *,
+    title: str = "HBQ ASIC: area and energy",
+    notes: Sequence[str] = (),
+) -> ReportPart:
+    """The HBQ ASIC's part of an area/energy report: charts, tables and every figure.
+
+    Args:
+        breakdowns: one :class:`~coaccel.cost.CostBreakdown` per (architecture, workload) run,
+            or area-only breakdowns.
+        out_dir: folder the charts are written to (PNG + SVG).
+        title: the part's heading.
+        notes: remarks under the heading (simulator mode, node...).
+
+    Returns:
+        The :class:`~coaccel.report.document.ReportPart`.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    captions = _captions(breakdowns)
+    drawn = [plot_area(breakdowns, out)]
+    if any(cb.energy_j for cb in breakdowns):
+        drawn.append(plot_energy(breakdowns, out))
+    drawn.append(plot_pe(breakdowns, out))
+    charts = tuple(
+        Chart(png=files[0], caption=captions[files[0].stem], others=tuple(files[1:]))
+        for files in drawn
+    )
+    _, note_list, secs = _sections(breakdowns, title, notes)
+    sections = [Section("Charts", charts=charts)]
+    sections += [
+        Section(
+            heading,
+            paragraphs=tuple(paras),
+            tables=(Table(tuple(headers), tuple(tuple(str(c) for c in r) for r in rows)),),
+        )
+        for heading, paras, headers, rows in secs
+    ]
+    figures = tuple(
+        Number(
+            arch=str(r["arch"]), quantity=str(r["quantity"]), component=str(r["component"]),
+            value=float(r["value"]), unit=str(r["unit"]), sigma=float(r["sigma"]),
+            source=str(r["source"]), workload=str(r["workload"]), node_nm=float(r["node_nm"]),
+        )  # fmt: skip
+        for r in cost_rows(breakdowns)
+    )
+    return ReportPart(
+        kind="hbq_asic", title=title, notes=tuple(note_list), sections=tuple(sections),
+        figures=figures,
+    )  # fmt: skip
+
+
+def report_part(archs: Sequence[Any], settings: ReportSettings) -> ReportPart:
+    """Simulate and price HBQ ASIC architectures for ``coaccel report``.
+
+    Every architecture runs every workload (``settings.workloads``, default the five models of
+    [R-PM] src/perf_model.py) at ``settings.scenario`` (default ``prefill_2k``) in
+    ``settings.mode``; :func:`coaccel.cost.evaluate` prices each run at ``settings.node_nm``.
+    With ``settings.area_only`` the designs are priced without a run.
+
+    Args:
+        archs: loaded HBQ ASIC configs.
+        settings: the report's settings.
+
+    Returns:
+        The part (charts written into ``settings.out_dir``).
+    """
+    from coaccel.cost import arch_area, evaluate
+    from coaccel.sim.hbq_asic import simulate
+
+    from . import TARGET
+
+    node = settings.node_nm
+    role = TARGET.report
+    workloads = settings.workloads or (role.default_workloads if role else ())
+    scenario = settings.scenario or (role.default_scenario if role else None) or "prefill_2k"
+    if settings.area_only:
+        breakdowns = [arch_area(a, node) for a in archs]
+    else:
+        breakdowns = [
+            evaluate(simulate(a, f"{w}:{scenario}", mode=settings.mode), a, node)
+            for w in workloads
+            for a in archs
+        ]
+    notes = [
+        f"technology node {node:g} nm"
+        + (" (scaled from 28 nm, docs/cost_model.md)" if node != 28 else ""),
+    ]
+    if not settings.area_only:
+        notes.append(
+            f"workloads {', '.join(workloads)} ({scenario}); simulator mode '{settings.mode}'"
+            + (
+                " (closed form; its cycles differ from the cycle-approximate mode's by "
+                "-0.69 to +0.002 % over the 154 shipped architecture x workload runs measured, "
+                "docs/hbq_sim.md)"
+                if settings.mode == "analytical"
+                else ""
+            )
+        )
+    return cost_part(breakdowns, settings.out_dir, notes=notes)
+
+
 def write_cost_report(
     breakdowns: Sequence[CostBreakdown],
     out_dir: str | Path,
@@ -715,7 +618,8 @@ def write_cost_report(
     title: str = "HBQ ASIC area and energy report",
     notes: Sequence[str] = (),
 ) -> list[Path]:
-    """Write the per-component area/energy report: charts, CSV, Markdown and HTML.
+    """Write the per-component area/energy report of HBQ ASIC runs: charts, CSV, Markdown
+    and HTML (:func:`coaccel.report.document.write_report` of :func:`cost_part`).
 
     Args:
         breakdowns: one :class:`~coaccel.cost.CostBreakdown` per (architecture, workload) run,
@@ -727,72 +631,5 @@ def write_cost_report(
     Returns:
         Every path written.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    paths += plot_area(breakdowns, out)
-    paths += plot_energy(breakdowns, out)
-    paths += plot_pe(breakdowns, out)
-    csv_path = out / "cost_report.csv"
-    with atomic_open(csv_path) as fh:
-        w = csv.DictWriter(fh, fieldnames=COST_CSV_COLUMNS)
-        w.writeheader()
-        for r in cost_rows(breakdowns):
-            w.writerow(
-                {k: (" ".join(str(v).split()) if k == "source" else v) for k, v in r.items()}
-            )
-    paths.append(csv_path)
-    title, note_list, secs = _sections(breakdowns, title, notes)
-    captions = _captions(breakdowns)
-    pngs = [p for p in paths if p.suffix == ".png"]
-    md = [f"# {title}", ""] + [f"- {n}" for n in note_list] + [""]
-    for png in pngs:
-        md += [f"![{png.stem}]({png.name})", "", f"*{captions[png.stem]}*", ""]
-    for heading, paras, headers, rows in secs:
-        md += [f"## {heading}", ""] + paras + ([""] if paras else [])
-        md += [_md_table(headers, rows), ""]
-    md += [
-        "Every figure: value, one-sigma uncertainty and source (`cost_report.csv`); the "
-        "model and its calibration are described in docs/cost_model.md.",
-        "",
-    ]
-    md_path = out / "cost_report.md"
-    write_text(md_path, "\n".join(md))
-    paths.append(md_path)
-    e = html.escape
-    h = [
-        "<!DOCTYPE html>",
-        "<html><head><meta charset='utf-8'>",
-        f"<title>{e(title)}</title>",
-        "<style>body{font-family:sans-serif;max-width:1200px;margin:auto}"
-        "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;"
-        "padding:2px 6px}th{background:#eee}img{max-width:100%}"
-        "figcaption{font-size:12px;color:#333}</style></head><body>",
-        f"<h1>{e(title)}</h1>",
-        "<ul>",
-    ]
-    h += [f"<li>{e(n)}</li>" for n in note_list] + ["</ul>"]
-    # The images are embedded (base64 PNG): the page is one self-contained file.
-    for png in pngs:
-        data = base64.b64encode(png.read_bytes()).decode("ascii")
-        h += [
-            "<figure>",
-            f"<img src='data:image/png;base64,{data}' alt='{e(png.stem)}'>",
-            f"<figcaption>{e(captions[png.stem])}</figcaption>",
-            "</figure>",
-        ]
-    for heading, paras, headers, rows in secs:
-        h.append(f"<h2>{e(heading)}</h2>")
-        h += [f"<p>{e(p)}</p>" for p in paras]
-        h.append("<table><tr>" + "".join(f"<th>{e(x)}</th>" for x in headers) + "</tr>")
-        h += ["<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in r) + "</tr>" for r in rows]
-        h.append("</table>")
-    h += [
-        "<p>Every figure: value, one-sigma uncertainty and source (cost_report.csv); see "
-        "docs/cost_model.md.</p>",
-        "</body></html>",
-    ]
-    html_path = out / "cost_report.html"
-    write_text(html_path, "\n".join(h))
-    paths.append(html_path)
-    return paths
+    part = cost_part(breakdowns, out_dir, title="HBQ ASIC", notes=())
+    return write_report([part], out_dir, title=title, notes=notes)

@@ -26,7 +26,7 @@ Data sets:
 * ``synthetic``: :func:`coaccel.models.nn.synthetic_attention` with the dimensions of the
   configured models, post-RoPE, GQA group 4, key autocorrelation ``key_ar``.
 
-This module computes only; :mod:`coaccel.report.deltallm` formats, writes and plots.
+This module computes only; :mod:`coaccel.targets.deltallm_fpga.study_report` formats, writes and plots.
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ..models import deltallm as dl
-from ..models.nn import SYNTHETIC_MODELS, AttentionTensors, synthetic_attention
-from ..spine.config import Problem, param
-from ..spine.errors import MissingDependencyError
+from coaccel.models import deltallm as dl
+from coaccel.models.nn import SYNTHETIC_MODELS, AttentionTensors, synthetic_attention
+from coaccel.spine.config import Problem, param
+from coaccel.spine.errors import MissingDependencyError
 
 __all__ = [
     "DATA_SOURCES",
@@ -139,7 +139,7 @@ class SyntheticDeltaConfig:
 
     def validate(self) -> list[Problem | str]:
         """Cross-field rules: known, distinct models; ordered outlier factors."""
-        from ..spine.workload import WORKLOAD_NAMES, load_workload
+        from coaccel.spine.workload import WORKLOAD_NAMES, load_workload
 
         out: list[Problem | str] = []
         if not self.models:
@@ -686,7 +686,7 @@ class _Dataset:
 
 @functools.lru_cache(maxsize=1)
 def _minilm() -> Any:
-    from ..models.nn.minilm import load_minilm
+    from coaccel.models.nn.minilm import load_minilm
 
     try:
         return load_minilm()
@@ -695,8 +695,8 @@ def _minilm() -> Any:
 
 
 def _real_dataset(cfg: DeltaStudyConfig) -> tuple[_Dataset, tuple[tuple[str, int], ...]]:
-    from ..models.nn.real_attention import minilm_attention, pydoc_passages
-    from ..spine.config import ConfigError
+    from coaccel.models.nn.real_attention import minilm_attention, pydoc_passages
+    from coaccel.spine.config import ConfigError
 
     model = _minilm()
     try:
@@ -750,7 +750,7 @@ def run_delta_study(
         ConfigError: the configuration breaks a rule.
         MissingDependencyError: ``real`` was asked for and the model package is missing.
     """
-    from ..spine.config import override
+    from coaccel.spine.config import override
 
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")

@@ -6,7 +6,7 @@ source, our simulated value with an uncertainty band, the error and whether the 
 to set the shipped config (``fitted``) or not (``predicted``); :class:`Series` rows give MAPE and
 Pearson correlation over measured curves, the way LLMCompass (operator error) and Accel-Sim
 (correlation) report theirs; :class:`TierError` rows give the analytical vs cycle-tier
-difference. :mod:`coaccel.report.gpu` writes it.
+difference. :mod:`coaccel.targets.gpu.validation_report` writes it.
 
 Anchors and series ([S12] gpu-benches result files, the same series as
 ``arch_configs/gpu/measured/*_gpu_benches.csv``, shipped with the package):
@@ -21,7 +21,7 @@ Anchors and series ([S12] gpu-benches result files, the same series as
   the bandwidth-bound time of its bytes at the measured plateau ([DERIVED] 512 MiB / 3.89 TB/s
   = 138 us at 128K on an H200), predicted; with the linearity in context once the grid fills
   the GPU;
-* W2 FFD (:mod:`coaccel.validate.gpu_ffd`): speedup over W1 against keep ratio beside the
+* W2 FFD (:mod:`coaccel.targets.gpu.ffd`): speedup over W1 against keep ratio beside the
   traffic bound and the paper's 11.6x at 256K, and the output error against dense attention
   at each keep ratio.
 
@@ -34,16 +34,22 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from ..spine.config import override
-from ..spine.errors import CoaccelError
-from .gpu_fit import CalibrationRow, measured_value, predict, read_calibration_csv, select_rows
+from coaccel.spine.config import override
+from coaccel.spine.errors import CoaccelError
+from coaccel.targets.gpu.fit import (
+    CalibrationRow,
+    measured_value,
+    predict,
+    read_calibration_csv,
+    select_rows,
+)
 
 __all__ = [
     "BAND_FRACTION",
@@ -201,7 +207,7 @@ def pearson_r(measured: Sequence[float], ours: Sequence[float]) -> float:
 
 
 def _default_simulate(arch: Any, workload: Any, mode: str) -> Any:
-    from ..simulation import simulate
+    from coaccel.simulation import simulate
 
     return simulate(arch, workload, mode=mode)
 
@@ -266,7 +272,7 @@ def w1_seconds(
         The step's time (split kernel + reduction, launch latencies included), or the named
         kernel's time alone on the GPU (no launch latency), s.
     """
-    from ..models.gpu import DecodeShape, flash_decode_trace
+    from coaccel.models.gpu import DecodeShape, flash_decode_trace
 
     trace = flash_decode_trace(
         DecodeShape(batch=batch, context=context), num_splits=num_splits, n_sms=arch.sm.count
@@ -306,6 +312,20 @@ def _pcie_shape_rows() -> list[tuple[int, float]]:
     return [(r.size_bytes, r.bw_bytes_per_s) for r in rows]
 
 
+_PLATEAU_B_PER_S = {"h200": 3.89e12, "a100_80g": 1.73e12}
+_PLATEAU_SRC = {
+    "h200": "[S12] gpu-l2-cache/h200.txt: DRAM read plateau 3.89 TB/s (81 % of 4.8)",
+    "a100_80g": "[S12] gpu-l2-cache/a100_80.txt: DRAM read plateau 1.73 TB/s (85 % of 2.039)",
+}
+_L2_SRC = {
+    "h200": ("[S12] gpu-l2-cache/h200.txt: L2-resident read 9.7-10.2 TB/s (2-40 MB)", 9.7e12),
+    "a100_80g": ("[S12] gpu-l2-cache/a100_80.txt: L2-resident read ~5.4 TB/s (2-28 MB)",
+                 5.4e12),
+}  # fmt: skip
+_GPUS = ("h200", "a100_80g")
+"""The GPUs with measured series: their shipped architecture names."""
+
+
 def validate_gpu(
     *,
     mode: str = "auto",
@@ -317,27 +337,30 @@ def validate_gpu(
     ffd_context: int = 262144,
     ffd_error_context: int = 16384,
     offload: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> GpuValidation:
     """Run every anchor, series and tier comparison.
 
     Args:
         mode: simulator mode of the anchors and series; ``"auto"``: the cycle tier for the
-            pointer chase (:func:`coaccel.validate.gpu_fit.tier_for`), analytical otherwise.
+            pointer chase (:func:`coaccel.targets.gpu.fit.tier_for`), analytical otherwise.
         simulate: ``simulate(arch, workload, mode)``; default :func:`coaccel.simulate`.
         contexts: contexts of the W1 series, tokens.
         tiers: also run the cycle tier on W1 and a streaming read and report the difference.
         points: simulated points of each measured curve, evenly spread (0: all).
-        ffd: also run the W2 (FFD) rows (:mod:`coaccel.validate.gpu_ffd`).
+        ffd: also run the W2 (FFD) rows (:mod:`coaccel.targets.gpu.ffd`).
         ffd_context: context of the W2 speed rows, tokens. ffd_error_context: context of
             the W2 accuracy rows, tokens.
         offload: also compare W3 NOSA and W4 Specter with their papers' headline ratios
-            (:mod:`coaccel.validate.gpu_offload`).
+            (:mod:`coaccel.targets.gpu.offload`).
+        progress: called with one line as each group of rows starts.
 
     Returns:
         :class:`GpuValidation`.
     """
-    from ..sim.gpu_mem import load_arch
+    from coaccel.sim.gpu_mem import load_arch
 
+    say = progress or (lambda _msg: None)
     sim = simulate or _default_simulate
     measured_csv("a100_80g")  # fail early, one line, where the package data is missing
     anchors: list[Anchor] = []
@@ -350,19 +373,50 @@ def validate_gpu(
         "W1 anchors are derived (bytes / measured plateau), not measured decode times; the "
         "calibration script's decode_attention rows are the measured comparison",
     ]
-    gpus = {"h200": "h200", "a100_80g": "a100_80g"}
-    archs = {g: load_arch(g) for g in gpus}
-    bands = {g: (archs[g], *_band_configs(archs[g])) for g in gpus}
-    plateau = {"h200": 3.89e12, "a100_80g": 1.73e12}
-    plateau_src = {
-        "h200": "[S12] gpu-l2-cache/h200.txt: DRAM read plateau 3.89 TB/s (81 % of 4.8)",
-        "a100_80g": "[S12] gpu-l2-cache/a100_80.txt: DRAM read plateau 1.73 TB/s (85 % of 2.039)",
-    }
-    l2_src = {
-        "h200": ("[S12] gpu-l2-cache/h200.txt: L2-resident read 9.7-10.2 TB/s (2-40 MB)", 9.7e12),
-        "a100_80g": ("[S12] gpu-l2-cache/a100_80.txt: L2-resident read ~5.4 TB/s (2-28 MB)",
-                     5.4e12),
-    }  # fmt: skip
+    archs = {g: load_arch(g) for g in _GPUS}
+    bands = {g: (archs[g], *_band_configs(archs[g])) for g in _GPUS}
+    say("streaming-read bandwidth curves, L2 plateaus and knees (H200, A100)")
+    _bandwidth_rows(archs, bands, mode, sim, points, anchors, series)
+    say("A100 pointer-chase latencies")
+    _latency_rows(archs, bands, mode, sim, points, anchors, series)
+    say("PCIe copy curve shape")
+    _pcie_rows(archs, mode, sim, anchors, series)
+    say(f"W1 FlashDecoding time against context ({len(contexts)} contexts per GPU)")
+    _w1_rows(archs, bands, mode, sim, contexts, anchors, series, notes)
+    if ffd:
+        from coaccel.targets.gpu.ffd import ffd_validation
+
+        say(f"W2 FFD speedup and error at {ffd_context} tokens")
+        w2_anchors, w2_notes = ffd_validation(
+            archs, bands, sim, mode="analytical" if mode == "auto" else mode,
+            context=ffd_context, error_context=ffd_error_context,
+        )  # fmt: skip
+        anchors.extend(Anchor(**dataclasses.asdict(a)) for a in w2_anchors)
+        notes.extend(w2_notes)
+    tier_rows: list[TierError] = []
+    if tiers:
+        say("analytical vs cycle tier")
+        tier_rows = _tier_rows(archs["h200"], sim)
+    if offload:
+        from coaccel.targets.gpu.offload import offload_anchors
+
+        say("W3 NOSA and W4 Specter offload rows")
+        off_mode = "analytical" if mode == "auto" else mode
+        off_anchors, off_notes = offload_anchors(sim, mode=off_mode)
+        anchors.extend(Anchor(**vars(a)) for a in off_anchors)
+        notes.extend(off_notes)
+    return GpuValidation(
+        anchors=tuple(anchors), series=tuple(series), tiers=tuple(tier_rows),
+        notes=tuple(notes), mode=mode,
+    )  # fmt: skip
+
+
+def _bandwidth_rows(
+    archs: Mapping[str, Any], bands: Mapping[str, Any], mode: str, sim: Simulate, points: int,
+    anchors: list[Anchor], series: list[Series],
+) -> None:  # fmt: skip
+    """Streaming-read curves against working set, DRAM and L2 plateaus, L2 knees."""
+    plateau, plateau_src, l2_src = _PLATEAU_B_PER_S, _PLATEAU_SRC, _L2_SRC
     files = {"h200": ("h200", "h200.txt"), "a100_80g": ("a100_80g", "a100_80.txt")}
     for g, (fname, txt) in files.items():
         path = measured_csv(fname)
@@ -398,6 +452,12 @@ def validate_gpu(
                    "... 2 x L2, by the same rule as the measured one")
         )  # fmt: skip
 
+
+def _latency_rows(
+    archs: Mapping[str, Any], bands: Mapping[str, Any], mode: str, sim: Simulate, points: int,
+    anchors: list[Anchor], series: list[Series],
+) -> None:  # fmt: skip
+    """The A100 pointer-chase series and its per-level latencies."""
     a100 = "a100_80g"
     chase_all = _series_rows(measured_csv("a100_80g"), "pointer_chase")
     chase = select_rows(chase_all, points)
@@ -421,10 +481,16 @@ def validate_gpu(
                    "fitted", f"simulated chase over {r.size_bytes / 2**20:.3g} MiB")
         )  # fmt: skip
 
-    # PCIe copy curve shape: bandwidth / plateau against size, V100 Gen3 measured vs our link
+
+def _pcie_rows(
+    archs: Mapping[str, Any], mode: str, sim: Simulate, anchors: list[Anchor],
+    series: list[Series],
+) -> None:  # fmt: skip
+    """PCIe copy curve shape: bandwidth / plateau against size, V100 Gen3 measured vs our
+    link."""
     shape = _pcie_shape_rows()
     plateau_meas = shape[-1][1]
-    link_arch = archs[a100]
+    link_arch = archs["a100_80g"]
     ours_bw = []
     for n, _ in shape:
         row = CalibrationRow("h2d_pinned", "", n, 0, 0, 0, 0, 1.0, 0, 1.0, n, 0.0, 0.0, 0.0,
@@ -445,8 +511,14 @@ def validate_gpu(
                "predicted", "a shape figure: fixed cost x plateau bandwidth sets it")
     )  # fmt: skip
 
-    # W1 against context
-    for g in gpus:
+
+def _w1_rows(
+    archs: Mapping[str, Any], bands: Mapping[str, Any], mode: str, sim: Simulate,
+    contexts: Sequence[int], anchors: list[Anchor], series: list[Series], notes: list[str],
+) -> None:  # fmt: skip
+    """W1 split-kernel time against context beside bytes / measured plateau."""
+    plateau, plateau_src = _PLATEAU_B_PER_S, _PLATEAU_SRC
+    for g in _GPUS:
         arch = archs[g]
         t_ours = []
         t_band = []
@@ -498,43 +570,24 @@ def validate_gpu(
                 f"{4096 / slope / 1e12:.3g} TB/s effective)"
             )
 
-    if ffd:
-        from .gpu_ffd import ffd_validation
 
-        w2_anchors, w2_notes = ffd_validation(
-            archs, bands, sim, mode="analytical" if mode == "auto" else mode,
-            context=ffd_context, error_context=ffd_error_context,
-        )  # fmt: skip
-        anchors.extend(Anchor(**dataclasses.asdict(a)) for a in w2_anchors)
-        notes.extend(w2_notes)
-
+def _tier_rows(arch: Any, sim: Simulate) -> list[TierError]:
+    """Analytical against cycle tier on W1 and on streaming reads (H200)."""
     tier_rows: list[TierError] = []
-    if tiers:
-        arch = archs["h200"]
-        for t in (4096, 32768):
-            tier_rows.append(
-                TierError(f"h200 W1 B=1 T={t}",
-                          w1_seconds(arch, t, mode="analytical", simulate=sim),
-                          w1_seconds(arch, t, mode="cycle", simulate=sim))
-            )  # fmt: skip
-        for ws in (16 * 2**20, 256 * 2**20):
-            spec = f"stream:working_set_bytes={ws},passes=2"
-            tier_rows.append(
-                TierError(f"h200 stream read {ws // 2**20} MiB x 2",
-                          float(sim(arch, spec, "analytical").seconds),
-                          float(sim(arch, spec, "cycle").seconds))
-            )  # fmt: skip
-    if offload:
-        from .gpu_offload import offload_anchors
-
-        off_mode = "analytical" if mode == "auto" else mode
-        off_anchors, off_notes = offload_anchors(sim, mode=off_mode)
-        anchors.extend(Anchor(**vars(a)) for a in off_anchors)
-        notes.extend(off_notes)
-    return GpuValidation(
-        anchors=tuple(anchors), series=tuple(series), tiers=tuple(tier_rows),
-        notes=tuple(notes), mode=mode,
-    )  # fmt: skip
+    for t in (4096, 32768):
+        tier_rows.append(
+            TierError(f"h200 W1 B=1 T={t}",
+                      w1_seconds(arch, t, mode="analytical", simulate=sim),
+                      w1_seconds(arch, t, mode="cycle", simulate=sim))
+        )  # fmt: skip
+    for ws in (16 * 2**20, 256 * 2**20):
+        spec = f"stream:working_set_bytes={ws},passes=2"
+        tier_rows.append(
+            TierError(f"h200 stream read {ws // 2**20} MiB x 2",
+                      float(sim(arch, spec, "analytical").seconds),
+                      float(sim(arch, spec, "cycle").seconds))
+        )  # fmt: skip
+    return tier_rows
 
 
 def _middle(rows: Sequence[CalibrationRow], lo: float, hi: float) -> CalibrationRow:

@@ -1,11 +1,11 @@
 """Report of the DeltaLLM sparsity study: CSV files, PNG charts and a printed table.
 
-The study (:mod:`coaccel.studies.deltallm`) returns pure data; this module formats, writes and
+The study (:mod:`coaccel.targets.deltallm_fpga.study`) returns pure data; this module formats, writes and
 plots it. Files written into the output folder:
 
 * ``delta_results.csv``: one row per data set × (θ, W, τ), plus each data set's row at the θ
   found for the target ρ_K (``theta_from_target`` true); the columns of
-  :class:`~coaccel.studies.deltallm.DeltaRow` (sparsities as fractions, errors in the units of
+  :class:`~coaccel.targets.deltallm_fpga.study.DeltaRow` (sparsities as fractions, errors in the units of
   v except the relative ones).
 * ``delta_theta_fits.csv``: the θ found per data set, with ρ_K on both sides of the target.
 * ``delta_layers.csv``: ρ_K per layer (MiniLM) or draw (synthetic) and θ.
@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..studies.deltallm import REAL_DATASET, DeltaRow, DeltaStudyResult, ThetaFit
-from ._style import OKABE_ITO, new_figure, save_figure
-from .files import atomic_open
+from coaccel.report.files import atomic_open
+from coaccel.report.style import OKABE_ITO, new_figure, save_figure
+from coaccel.targets.deltallm_fpga.study import REAL_DATASET, DeltaRow, DeltaStudyResult, ThetaFit
 
 __all__ = [
     "CSV_COLUMNS",
@@ -97,7 +97,7 @@ def _data_caption(result: DeltaStudyResult) -> str:
             f"{s.query_ar:g}, group-shared query offsets {s.query_group_share:g}, seed {c.seed}"
         )
     return (
-        "Source: coaccel delta (coaccel.studies.deltallm) on coaccel.models.deltallm.attention. "
+        "Source: coaccel delta (coaccel.targets.deltallm_fpga.study) on coaccel.models.deltallm.attention. "
         + "; ".join(parts)
         + f". Settings: {_settings(result)}. Sparsities micro-averaged; error against the same "
         "datapath with theta 0, W = T, tau = inf. Values in delta_results.csv."

@@ -2,7 +2,7 @@
 
 Pure computation (no printing, no files): :func:`validate_hbq` returns a :class:`Validation`
 whose :class:`Target` rows hold our value, the paper's value, the error and a note saying how our
-value was obtained and, where we differ, why. :mod:`coaccel.report.hbq` writes it as CSV and
+value was obtained and, where we differ, why. :mod:`coaccel.targets.hbq_asic.report` writes it as CSV and
 Markdown. Targets (keys of ``docs/references.md``):
 
 * ``pe_area`` / ``pe_energy``: per-MAC area and energy of every published PE row ([R-BQ] baseline
@@ -21,16 +21,26 @@ Markdown. Targets (keys of ``docs/references.md``):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from ..cost import CostBreakdown, PeFormat, evaluate, pe_cost, pe_model, shipped_table
-from ..spine.config import FrozenMap
-from ._rpm import RPM_PARAMS, RPM_TERMS, rpm_energy, rpm_macs, sim_dram_terms
-from .targets import FIT_ROLES, Target, Validation
+from coaccel.cost import CostBreakdown, PeFormat, evaluate, pe_cost, pe_model, shipped_table
+from coaccel.spine.config import FrozenMap
+from coaccel.targets.hbq_asic._rpm import (
+    RPM_PARAMS,
+    RPM_TERMS,
+    rpm_energy,
+    rpm_energy_j,
+    rpm_energy_sigma_j,
+    rpm_macs,
+    sim_dram_terms,
+)
+from coaccel.validate.pe import loo_of, pe_targets
+from coaccel.validate.targets import FIT_ROLES, Target, Validation
 
 __all__ = [
     "ARCHS",
@@ -101,114 +111,6 @@ models) at 1K/4K/16K."""
 _SRC_36 = "[DERIVED] recomputed with [R-PM] src/perf_model.py (the paper's Figs 16 and 18)"
 
 # ---------------------------------------------------------------------------------------------
-# PE rows
-
-
-def _loo_of(label: str) -> float:
-    for r in pe_model().loo:
-        if r.label == label:
-            return r.loo
-    return math.nan
-
-
-def _pe_row(
-    group: str,
-    name: str,
-    pe: PeFormat,
-    paper: float,
-    source: str,
-    fit_label: str | None,
-    note: str = "",
-) -> Target:
-    c = pe_model().predict(pe)
-    area = group == "pe_area"
-    return Target(
-        group=group,
-        name=name,
-        ours=c.area_um2_per_mac if area else c.energy_fj_per_mac,
-        paper=paper,
-        unit="um2/MAC" if area else "fJ/MAC",
-        tolerance_pct=5.0,
-        source=source,
-        note=note
-        or (
-            "fitted: the PE model was fitted on this published point, so ours is in sample; "
-            "ours_loo = predicted by the model refitted without it"
-            if fit_label
-            else "PE model prediction (not a fit point)"
-        ),
-        ours_sigma=c.area_sigma_um2_per_mac if area else c.energy_sigma_fj_per_mac,
-        ours_loo=_loo_of(fit_label) if fit_label else math.nan,
-        fit="fitted" if fit_label else "predicted",
-    )
-
-
-def pe_targets() -> list[Target]:
-    """Per-MAC area and energy of every published PE row of the spec (±5 %).
-
-    Returns:
-        The ``pe_area`` and ``pe_energy`` targets.
-    """
-    cal = {p.label: p for p in pe_model().calibration}
-    out = []
-    for p in cal.values():
-        if p.parts or not p.published:
-            continue
-        out.append(
-            _pe_row(
-                "pe_area" if p.quantity == "area" else "pe_energy",
-                p.label,
-                p.pe,
-                p.value,
-                " ".join(p.source.split()),
-                p.label,
-                ""
-                if p.loo_informative
-                else (
-                    "fitted: the PE model was fitted on this published point, so ours is in "
-                    "sample. Left out, nothing else fixes the L2 energy coefficient: ours_loo "
-                    "shows how far off the model is without it (the stated ±12 % domain term "
-                    "covers this in predictions)"
-                ),
-            )
-        )
-    readme = "[R-README] table, Area/MAC column (TSMC 28 nm)"
-    hbq: dict[str, Any] = dict(
-        weight="e2m1", act="e2m2", block=128, scale="e5m3", l2_act="sig1", l2_weight="mix"
-    )
-    for name, pe, paper, label in (
-        (
-            "README MXFP4 area (PoT W4A4 B32)",
-            PeFormat(weight="e2m1", act="e2m1", block=32, scale="pot"),
-            64.0,
-            "BQ PoT W4A4 B32 area (MXFP4)",
-        ),
-        (
-            "README NVFP4 area (E5M3 W4A4 B16)",
-            PeFormat(weight="e2m1", act="e2m1", block=16, scale="e5m3"),
-            93.0,
-            "BQ E5M3 W4A4 B16 area",
-        ),
-        ("README HBQ-E area", PeFormat(ub=32, **hbq), 72.0, "HBQ W4A5 B128 ub32 area"),
-        ("README HBQ-A area", PeFormat(ub=8, **hbq), 87.0, "HBQ W4A5 B128 ub8 area"),
-    ):
-        out.append(
-            _pe_row(
-                "pe_area",
-                name,
-                pe,
-                paper,
-                readme,
-                label,
-                f"fitted: the README rounds the calibration point '{label}', on which the PE "
-                "model was fitted, so ours is in sample; ours_loo = predicted by the model "
-                "refitted without that point",
-            )
-        )
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
 # Claims
 
 
@@ -228,8 +130,8 @@ def claim_targets() -> list[Target]:
     hbq_a = pe_cost("e2m1", "e2m2", 128, "e5m3", ub=8)
     # The claims are ratios of published points the PE model was fitted on: their
     # leave-one-out value takes each point's leave-one-out prediction instead.
-    e_area_loo, a_area_loo = _loo_of(_HBQ_E_AREA), _loo_of(_HBQ_A_AREA)
-    e_energy_loo = _loo_of(_HBQ_E_ENERGY)
+    e_area_loo, a_area_loo = loo_of(_HBQ_E_AREA), loo_of(_HBQ_A_AREA)
+    e_energy_loo = loo_of(_HBQ_E_ENERGY)
     t = shipped_table("system_28nm.yaml")
     woq_area = t["woq_area_um2_per_mac"]
     woq_e = t["woq_energy_fj_per_mac"]
@@ -337,7 +239,7 @@ Simulate = Callable[[Any, str, str], Any]
 
 
 def _default_simulate(arch: Any, workload: str, mode: str) -> Any:
-    from ..sim.hbq_asic import simulate
+    from coaccel.sim.hbq_asic import simulate
 
     return simulate(arch, workload, mode=mode)  # type: ignore[arg-type]
 
@@ -353,7 +255,7 @@ def nvfp_w4a8_variant(arch: Any) -> Any:
     Returns:
         The variant (validated by :func:`coaccel.config.override`).
     """
-    from ..spine.config import override
+    from coaccel.spine.config import override
 
     return override(
         arch,
@@ -383,8 +285,8 @@ def system_energy_targets(
     Ours = PE array + ACT + PSUM SRAM + DRAM of :func:`coaccel.cost.evaluate` on the simulated
     statistics (DRAM bytes counted from the simulated traces): the components [R-PM] counts.
     The note splits the difference into core, SRAM and DRAM against the restated [R-PM] model
-    (:func:`~coaccel.validate._rpm.rpm_energy`), and the DRAM part term by term
-    (:func:`~coaccel.validate._rpm.sim_dram_terms`). ``ours_as_paper`` leaves out the simulated
+    (:func:`~coaccel.targets.hbq_asic._rpm.rpm_energy`), and the DRAM part term by term
+    (:func:`~coaccel.targets.hbq_asic._rpm.sim_dram_terms`). ``ours_as_paper`` leaves out the simulated
     DRAM traffic [R-PM] has no term for (the down projection's input re-reads, the LM head's
     activations). For Llama-2-7B on HBQ-E, info rows compare the [R-PM] example breakdown and
     each [R-PM] DRAM term.
@@ -399,7 +301,7 @@ def system_energy_targets(
     Returns:
         The targets and the cost breakdowns by ``(model, arch)``.
     """
-    from ..sim.hbq_asic import load_arch, load_workload
+    from coaccel.sim.hbq_asic import load_arch, load_workload
 
     sim = simulate or _default_simulate
     targets: list[Target] = []
@@ -450,14 +352,14 @@ def system_energy_targets(
                 Target(
                     "system_energy",
                     f"{model} / {_ARCH_LABEL[arch_name]}: J per 2048-token prefill",
-                    cb.rpm_energy_j,
+                    rpm_energy_j(cb),
                     paper,
                     "J",
                     10.0,
                     _SRC_36,
                     note,
-                    cb.rpm_energy_sigma_j,
-                    ours_as_paper=cb.rpm_energy_j - unmodelled * j_per_byte,
+                    rpm_energy_sigma_j(cb),
+                    ours_as_paper=rpm_energy_j(cb) - unmodelled * j_per_byte,
                 )
             )
             if (model, arch_name) == ("llama-2-7b", "hbq_e_28nm"):
@@ -576,8 +478,8 @@ def speedup_targets(
     Returns:
         The ``speedup`` targets.
     """
-    from ..cost import arch_pe
-    from ..sim.hbq_asic import load_arch, tile_plan
+    from coaccel.cost import arch_pe
+    from coaccel.sim.hbq_asic import load_arch, tile_plan
 
     sim = simulate or _default_simulate
     scen = {1024: "prefill_1k", 4096: "prefill_4k", 16384: "prefill_16k"}
@@ -660,8 +562,8 @@ def synthesis_targets(csv_path: str | Path | None = None) -> tuple[list[Target],
     Returns:
         ``(targets, note)``; no targets and a note saying so when the table is absent.
     """
-    from ..spine.errors import CoaccelError
-    from ..synth import find_rtl_dir, read_area_csv
+    from coaccel.spine.errors import CoaccelError
+    from coaccel.synth import find_rtl_dir, read_area_csv
 
     try:
         path = Path(csv_path) if csv_path else find_rtl_dir() / "synth" / "hbq_area.csv"
@@ -747,6 +649,7 @@ def validate_hbq(
     system: bool = True,
     simulate: Simulate | None = None,
     models: Sequence[str] = MODELS,
+    progress: Callable[[str], None] | None = None,
 ) -> Validation:
     """Every HBQ validation target.
 
@@ -759,10 +662,13 @@ def validate_hbq(
         system: include the simulated rows (False: PE and claim rows only, no simulator).
         simulate: simulator override (tests).
         models: models of the simulated rows.
+        progress: called with one line as each group of rows starts.
 
     Returns:
         The :class:`Validation`.
     """
+    say = progress or (lambda _msg: None)
+    say("PE model, claims and synthesis rows")
     syn_rows, syn_note = synthesis_targets()
     targets = pe_targets() + claim_targets() + syn_rows
     breakdowns: dict[tuple[str, str], CostBreakdown] = {}
@@ -779,8 +685,10 @@ def validate_hbq(
         "model nor in ours: each system row's note gives both.",
     ]
     if system:
+        say(f"system energy: {len(models)} models x 5 architectures, {mode} mode")
         st, breakdowns = system_energy_targets(mode, simulate, models)
         targets += st
+        say(f"iso-area speedups: {len(models)} models, {speedup_mode} mode")
         targets += speedup_targets(speedup_mode, simulate, models)
         notes.append(
             f"System-energy rows: simulator mode '{mode}'; DRAM traffic counted from the "
@@ -791,10 +699,35 @@ def validate_hbq(
             "'ours as [R-PM] counts' attributes the differences, it does not replace our value: "
             "system energy without the simulated DRAM traffic the [R-PM] formula has no term "
             "for (the down projection's input re-reads and the LM head's activations; "
-            "coaccel/validate/_rpm.py restates the formula, which reproduces all 25 recomputed "
+            "coaccel/targets/hbq_asic/_rpm.py restates the formula, which reproduces all 25 recomputed "
             "totals); speedups without the weight-loading cycles, which [R-PM]'s MAC-count "
             "model leaves out. Status is judged on our value."
         )
     return Validation(
         tuple(targets), MappingProxyType(dict(breakdowns)), mode if system else "", tuple(notes)
+    )
+
+
+@functools.cache
+def system_energy_validation() -> tuple[str, float, str]:
+    """How well the HBQ ASIC's total energy is validated, for a sweep report's totals.
+
+    The judged system-energy rows of :func:`system_energy_targets` (analytical mode): the
+    2048-token prefills of 5 models on 5 architectures against [R-PM] src/perf_model.py. The
+    information rows (an energy breakdown in J, DRAM-traffic terms in GB) are not errors of the
+    total and are left out (:meth:`Validation.error_summary`).
+
+    Returns:
+        ``(role, rms_error_pct, note)``: ``fitted`` or ``predicted``, the RMS error in percent
+        and a sentence saying what it is.
+    """
+    targets, _ = system_energy_targets(mode="analytical")
+    s = Validation(tuple(targets)).error_summary("system_energy")
+    role = "fitted" if s.fit == "fitted" else "predicted"
+    return (
+        role,
+        s.rms_pct,
+        f"RMS error of the system energy over {s.n} runs (5 models x 5 architectures, "
+        f"2048-token prefill, analytical) against [R-PM] src/perf_model.py, max |error| "
+        f"{s.max_abs_pct:.1f} % (coaccel validate hbq, system_energy)",
     )

@@ -1,0 +1,227 @@
+"""What every command shares: argument types, and one way to write outputs.
+
+* Argument types: :func:`int_in` (integers in a range), :func:`comma_list` (no empty entries).
+* Outputs: :func:`add_out` is the one definition of ``--out``; :func:`add_output_flags` adds
+  ``--json`` / ``--quiet``; :class:`Outputs` checks the output folder before any work starts,
+  reports progress on stderr, writes the manifest last and prints the result as text or as one
+  JSON document. Files themselves are written atomically by :mod:`coaccel.report.files`.
+
+Overwrite rule: a command writes its files into ``--out`` under fixed names, replacing files of
+the same names from an earlier run (each atomically) and leaving other files alone; the
+manifest, written last, lists exactly the files of the latest complete run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..report.files import prepare_out_dir
+from ..spine.errors import CoaccelError
+
+__all__ = [
+    "Outputs",
+    "add_out",
+    "add_out_file",
+    "add_output_flags",
+    "comma_list",
+    "int_in",
+    "out_file",
+    "prepare_out_dir",
+    "vars_of",
+]
+
+
+def int_in(lo: int | None = None, hi: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer within ``[lo, hi]`` (either bound may be open).
+
+    Args:
+        lo: smallest accepted value, or None.
+        hi: largest accepted value, or None.
+
+    Returns:
+        The converter; it raises ``argparse.ArgumentTypeError`` with the valid range.
+    """
+
+    def conv(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            lo_s = "" if lo is None else f"{lo} <= "
+            hi_s = "" if hi is None else f" <= {hi}"
+            raise argparse.ArgumentTypeError(f"{v} is out of range: must be {lo_s}N{hi_s}")
+        return v
+
+    conv.__name__ = "integer"
+    return conv
+
+
+def comma_list(text: str, flag: str) -> list[str]:
+    """Split ``"a,b,c"``; an empty entry (``"a,,b"``, a trailing comma) is an error.
+
+    Args:
+        text: the option's value.
+        flag: the option's name, for the message.
+
+    Returns:
+        The stripped entries.
+
+    Raises:
+        CoaccelError: an empty entry or an empty list.
+    """
+    parts = [t.strip() for t in text.split(",")]
+    if not text.strip() or any(not p for p in parts):
+        raise CoaccelError(f"{flag} {text!r}: empty entry in the comma-separated list")
+    return parts
+
+
+def out_file(path: Path, flag: str = "--out") -> Path:
+    """Check, before any work, that a file can be written at ``path`` (its folder is created).
+
+    Args:
+        path: the output file.
+        flag: the option's name, for the message.
+
+    Returns:
+        The path.
+
+    Raises:
+        CoaccelError: it is a folder, or its folder cannot be created or written.
+    """
+    if path.is_dir():
+        raise CoaccelError(f"{flag} {str(path)!r} is a folder; give a file name")
+    prepare_out_dir(path.parent if str(path.parent) else Path("."), flag)
+    return path
+
+
+def add_output_flags(
+    p: argparse.ArgumentParser, json_help: str = "print the result as JSON"
+) -> None:
+    """Add the ``--json`` and ``--quiet`` flags every printing command has.
+
+    ``--json`` prints the result as one JSON document on stdout (nothing else goes to stdout);
+    ``--quiet`` drops progress and informational lines (timings, "wrote ..." lines).
+    """
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.add_argument("--quiet", action="store_true", help="no progress or informational lines")
+
+
+def vars_of(args: argparse.Namespace) -> dict[str, object]:
+    """The parsed options as plain JSON data, for a manifest (the handler function dropped)."""
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "func"}
+
+
+def add_out(
+    p: argparse.ArgumentParser,
+    default: str | Path | None,
+    *,
+    what: str = "output folder",
+) -> None:
+    """Add ``--out DIR``, the output folder of a command (checked before any work starts).
+
+    Args:
+        p: the command's parser.
+        default: the folder when ``--out`` is not given (None: the option is required).
+        what: what the folder holds, for the help text.
+    """
+    if default is None:
+        p.add_argument("--out", type=Path, required=True, metavar="DIR", help=what)
+        return
+    d = Path(default)
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=d,
+        metavar="DIR",
+        help=f"{what} (default: ./{d.as_posix()}); files of the same names are replaced",
+    )
+
+
+def add_out_file(p: argparse.ArgumentParser, default: str | Path, *, what: str) -> None:
+    """Add ``--out FILE`` for a command whose output is one file (checked before any work by
+    :func:`out_file`, written atomically).
+
+    Args:
+        p: the command's parser.
+        default: the file when ``--out`` is not given.
+        what: what the file holds, for the help text.
+    """
+    d = Path(default)
+    p.add_argument("--out", type=Path, default=d, metavar="FILE",
+                   help=f"{what} (default: ./{d.as_posix()})")  # fmt: skip
+
+
+class Outputs:
+    """One run of a command that writes files: checks first, progress, manifest, result.
+
+    Create it before the work: it checks (and creates) ``args.out`` so that an unwritable
+    folder fails at once. Call :meth:`progress` as the work goes, then :meth:`finish` with the
+    files written: it writes the manifest and prints the result (text on stdout, "wrote" lines
+    and the run time on stderr unless ``--quiet``; with ``--json`` only the JSON document on
+    stdout).
+
+    Args:
+        args: the parsed command line (``out``, and ``json`` / ``quiet`` when the command has
+            them).
+        command: the command as the user typed it (``"coaccel validate hbq"``), for the
+            manifest and messages.
+        out: the output folder; default ``args.out``.
+    """
+
+    def __init__(self, args: argparse.Namespace, command: str, out: Path | None = None) -> None:
+        self.args = args
+        self.command = command
+        self.out = prepare_out_dir(out if out is not None else args.out)
+        self.json = bool(getattr(args, "json", False))
+        self.quiet = bool(getattr(args, "quiet", False)) or self.json
+        self.t0 = time.perf_counter()
+
+    def progress(self, message: str) -> None:
+        """One progress line on stderr (silent with ``--quiet`` or ``--json``)."""
+        if not self.quiet:
+            print(f"{self.command}: {message}", file=sys.stderr, flush=True)
+
+    def finish(
+        self,
+        paths: Iterable[str | Path],
+        *,
+        text: str | None = None,
+        doc: Mapping[str, Any] | None = None,
+        settings: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Write the manifest and print the result.
+
+        Args:
+            paths: every file the run wrote.
+            text: the result as text (stdout), unless ``--json``.
+            doc: the result as JSON data (``--json``); ``files`` is added.
+            settings: extra settings for the manifest (beside the parsed options).
+
+        Returns:
+            0 (the exit status).
+        """
+        from ..report.files import write_manifest
+
+        files = [Path(p) for p in paths]
+        recorded = vars_of(self.args)
+        recorded.update(settings or {})
+        write_manifest(self.out, files, command=self.command, settings=recorded)
+        if self.json:
+            json.dump({**dict(doc or {}), "files": [str(p) for p in files]}, sys.stdout,
+                      indent=1, default=str)  # fmt: skip
+            sys.stdout.write("\n")
+            return 0
+        if text:
+            print(text)
+        if not self.quiet:
+            for f in files:
+                print(f"wrote {f}")
+            print(f"({time.perf_counter() - self.t0:.1f} s)", file=sys.stderr)
+        return 0

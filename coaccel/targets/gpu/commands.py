@@ -1,0 +1,111 @@
+"""The GPU target's command-line pieces: ``coaccel validate gpu``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from coaccel.commands.args import Outputs, add_out, add_output_flags, int_in
+
+DEFAULT_OUT = Path("reports") / "validate"
+
+EPILOG = """\
+examples:
+  coaccel validate gpu                        every anchor, 24 points per curve
+  coaccel validate gpu --points 0 --out /tmp/v
+"""
+
+
+def register_validate(sub: Any) -> None:
+    """Add ``coaccel validate gpu``.
+
+    Args:
+        sub: the ``add_subparsers()`` object of ``coaccel validate``.
+    """
+    g = sub.add_parser(
+        "gpu",
+        help="GPU memory hierarchy: bandwidth plateaus and curves, L2 knees, latencies, PCIe "
+        "copy shape, W1 decode time vs context",
+        description=(
+            "The GPU simulator against measured anchors (docs/gpu_decode.md): H200 and "
+            "A100-80GB streaming-bandwidth plateaus and curves against working-set size, L2 "
+            "plateaus and capacity knees, A100 pointer-chase latencies per level, the PCIe "
+            "copy curve's shape and W1 FlashDecoding time against context; MAPE and Pearson "
+            "correlation per series, fitted vs predicted, a band on every prediction and the "
+            "analytical vs cycle tier error."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    g.add_argument(
+        "--mode",
+        choices=("auto", "analytical", "cycle"),
+        default="auto",
+        help="simulator tier of the anchors (default auto: cycle for the pointer chase, "
+        "analytical otherwise)",
+    )
+    g.add_argument("--no-tiers", action="store_true", help="skip the cycle-tier comparison")
+    g.add_argument(
+        "--no-ffd",
+        action="store_true",
+        help="skip the W2 FFD rows (speedup over W1 against keep ratio at 256K, output error)",
+    )
+    g.add_argument(
+        "--no-offload",
+        action="store_true",
+        help="skip the W3 NOSA and W4 Specter rows (offload speedups, W3 output error)",
+    )
+    g.add_argument(
+        "--points",
+        type=int_in(0),
+        default=24,
+        metavar="N",
+        help="simulate at most N points of each measured curve (default 24; 0: all)",
+    )
+    add_out(g, DEFAULT_OUT)
+    add_output_flags(g, "print the anchors as JSON (one object per row, the CSV's columns)")
+    g.set_defaults(func=run_validate, command="validate gpu")
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    """Run the GPU validation, print it and write CSV + Markdown.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 (anchors outside their band are reported, not an error).
+    """
+    from .validation import validate_gpu
+    from .validation_report import (
+        format_gpu_validation,
+        gpu_validation_rows,
+        write_gpu_validation_report,
+    )
+
+    run = Outputs(args, "coaccel validate gpu")
+    v = validate_gpu(
+        mode=args.mode,
+        tiers=not args.no_tiers,
+        points=args.points,
+        ffd=not args.no_ffd,
+        offload=not args.no_offload,
+        progress=run.progress,
+    )
+    paths = write_gpu_validation_report(v, run.out)
+    doc = {
+        "anchors": gpu_validation_rows(v),
+        "series": [
+            {"series": s.name, "points": s.n, "mape_pct": s.mape_pct,
+             "pearson_r": s.pearson_r, "fit": s.fit, "source": s.source}
+            for s in v.series
+        ],
+        "tiers": [
+            {"workload": t.workload, "analytical_s": t.analytical_s, "cycle_s": t.cycle_s,
+             "error_pct": t.error_pct}
+            for t in v.tiers
+        ],
+        "notes": list(v.notes),
+    }  # fmt: skip
+    return run.finish(paths, text=format_gpu_validation(v), doc=doc)
