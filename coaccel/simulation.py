@@ -26,7 +26,9 @@ if TYPE_CHECKING:  # the config machinery (and yaml) load on first use: a fast s
 __all__ = [
     "ENTRY_POINT_GROUP",
     "find_arch",
+    "broken",
     "kinds",
+    "provider",
     "load_arch",
     "register_target",
     "simulate",
@@ -40,6 +42,8 @@ ENTRY_POINT_GROUP = "coaccel.targets"
 
 _REGISTERED: dict[str, SimTarget] = {}
 _ENTRY_POINTS: dict[str, Any] | None = None
+_CLASHES: dict[str, list[str]] = {}
+"""Kinds that more than one installed package registers: kind -> the entry points' values."""
 
 
 def _entry_points() -> dict[str, Any]:
@@ -50,9 +54,19 @@ def _entry_points() -> dict[str, Any]:
 
         found: dict[str, Any] = {}
         for ep in entry_points(group=ENTRY_POINT_GROUP):
+            have = found.get(ep.name)
+            if have is not None and have.value != ep.value:
+                _CLASHES.setdefault(ep.name, [have.value]).append(ep.value)
             found.setdefault(ep.name, ep)
         _ENTRY_POINTS = found
     return _ENTRY_POINTS
+
+
+def provider(kind: str) -> str:
+    """The installed package that provides a kind (its distribution name), or ``""``."""
+    ep = _entry_points().get(kind)
+    dist = getattr(ep, "dist", None)
+    return str(getattr(dist, "name", "") or "")
 
 
 def register_target(t: SimTarget) -> None:
@@ -95,6 +109,11 @@ def target(kind: str) -> SimTarget:
         from .spine.config import ConfigError
 
         raise ConfigError([_unknown_kind("<simulate>", kind)])
+    if kind in _CLASHES:
+        raise CoaccelError(
+            f"target kind {kind!r} is registered by more than one installed package "
+            f"({', '.join(_CLASHES[kind])}, group {ENTRY_POINT_GROUP!r}): uninstall one"
+        )
     try:
         t = ep.load()
     except Exception as e:  # a broken plug-in: name it, do not crash the command
@@ -113,8 +132,28 @@ def target(kind: str) -> SimTarget:
 
 
 def targets() -> tuple[SimTarget, ...]:
-    """Every registered target, in kind order."""
-    return tuple(target(k) for k in kinds())
+    """Every target that loads, in kind order.
+
+    A target that does not load (a broken plug-in, a kind two packages claim) is left out here,
+    so that every other command keeps working; :func:`broken` says which and why, and
+    :func:`target` raises its error where the kind is asked for by name.
+    """
+    out = []
+    for k in kinds():
+        try:
+            out.append(target(k))
+        except CoaccelError as e:
+            _BROKEN[k] = str(e)
+    return tuple(out)
+
+
+_BROKEN: dict[str, str] = {}
+
+
+def broken() -> dict[str, str]:
+    """Kinds whose target did not load in :func:`targets`, with the reason."""
+    targets()
+    return dict(_BROKEN)
 
 
 def _unknown_kind(where: str, kind: Any) -> Problem:

@@ -63,9 +63,10 @@ def register(subparsers: Any) -> None:
                    help="scenario of the workloads (default: each target's own)")  # fmt: skip
     p.add_argument(
         "--mode",
-        choices=("analytical", "cycle"),
         default="analytical",
-        help="simulator mode (default analytical: fast; cycle: cycle-approximate)",
+        metavar="MODE",
+        help="simulator mode, one every named design's target offers (default analytical: "
+        "fast; cycle: cycle-approximate)",
     )
     p.add_argument("--node", type=float, default=28, metavar="NM",
                    help="technology node of ASIC figures: 28, 16, 7 or 5 (default 28)")  # fmt: skip
@@ -116,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
     for t, cfg in loaded:
         if t.report is None:
             raise CoaccelError(f"{cfg.name}: the {t.kind} target has no area/energy report")
+        if not args.area_only and args.mode not in t.modes:
+            raise CoaccelError(
+                f"--mode {args.mode!r}: the {t.kind} target offers {', '.join(t.modes)}"
+            )
         by_kind.setdefault(t.kind, (t, []))[1].append(cfg)
     workloads = tuple(comma_list(args.workloads, "--workload")) if args.workloads else ()
     run_ = Outputs(args, "coaccel report")

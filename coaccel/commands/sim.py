@@ -51,17 +51,25 @@ def register(subparsers: Any) -> None:
     p.add_argument("--scenario", metavar="NAME", help="scenario (default: the file's default)")
     p.add_argument(
         "--mode",
-        choices=("cycle", "analytical"),
         default="cycle",
-        help="cycle (trace-driven, default) or analytical (closed form)",
+        metavar="MODE",
+        help="a mode the target offers (coaccel sim --list): cycle (trace-driven, default) or "
+        "analytical (closed form) for coaccel's targets",
     )
     p.add_argument("--analytical", action="store_true", help="same as --mode analytical")
     p.add_argument(
         "--engine",
-        choices=("fast", "simpy"),
         default=None,
-        help="cycle mode's event engine where the target has a choice (fast: numba, default; "
-        "simpy: the slower reference)",
+        metavar="NAME",
+        help="same as --option engine=NAME: the cycle mode's event engine where the target has "
+        "a choice (fast: numba, default; simpy: the slower reference)",
+    )
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a target's own simulation option (coaccel sim --list names them), repeatable",
     )
     p.add_argument(
         "--set",
@@ -74,7 +82,7 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run, command="sim")
 
 
-def _overrides(items: list[str]) -> dict[str, Any]:
+def _overrides(items: list[str], flag: str = "--set") -> dict[str, Any]:
     import yaml
 
     from ..spine.config import ConfigError, Problem
@@ -85,7 +93,7 @@ def _overrides(items: list[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             problems.append(
-                Problem("command line", "--set", item, f"expected KEY=VALUE, got {item!r}")
+                Problem("command line", flag, item, f"expected KEY=VALUE, got {item!r}")
             )
             continue
         try:
@@ -123,12 +131,13 @@ def format_metrics(result: Any) -> str:
 
 def format_kinds() -> str:
     """The registered simulator kinds, their modes and shipped architectures."""
-    from ..simulation import kinds, target
+    from ..simulation import provider, targets
 
     lines = []
-    for k in kinds():
-        t = target(k)
-        lines.append(f"{k}: {t.description}")
+    for t in targets():
+        k = t.kind
+        origin = provider(k)
+        lines.append(f"{k}: {t.description}" + (f" [{origin}]" if origin != "coaccel" else ""))
         lines.append(f"  modes: {', '.join(t.modes)}")
         lines.append(f"  architectures: {' '.join(t.arch_names)}")
         for name, text in t.options:
@@ -158,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     t, arch = load_arch(args.arch, _overrides(args.set))
     workload = args.workload if args.scenario is None else f"{args.workload}:{args.scenario}"
     mode = "analytical" if args.analytical else args.mode
-    options = {}
+    options = _overrides(args.option, "--option")
     if args.engine is not None:
         options["engine"] = args.engine
     result = simulate(arch, t.load_workload(workload), mode=mode, **options)

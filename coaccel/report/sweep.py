@@ -26,7 +26,7 @@ import html
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +79,6 @@ _FRONT = OKABE_ITO[0]
 _SELECTED = OKABE_ITO[5]
 
 
-
 def _plotly(module: str) -> Any:
     """Import a plotly module, or say which extra brings it."""
     import importlib
@@ -93,6 +92,7 @@ def _plotly(module: str) -> Any:
             "the sweep report's interactive front needs plotly: pip install 'coaccel[dse]' "
             "(or pip install plotly)"
         ) from None
+
 
 def _short(pid: str) -> str:
     return pid[:8]
@@ -270,11 +270,14 @@ def plot_breakdown(a: SweepAnalysis, fa: FrontAnalysis, out_dir: Path) -> tuple[
     Returns:
         ``(png path, caption)``, or None when no design of this workload was broken down.
     """
-    bds = [a.breakdowns[r.point_id] for r in fa.rows if r.point_id in a.breakdowns]
+    bds = [
+        a.breakdowns[fa.rows[k].point_id]
+        for k in point_order(fa)
+        if fa.rows[k].point_id in a.breakdowns
+    ]
     if not bds:
         return None
     sel = fa.rows[fa.selected].point_id if fa.selected is not None else None
-    bds.sort(key=lambda b: b.row.point_id != sel)
     cap = _caption(
         a,
         fa,
@@ -502,12 +505,23 @@ def interactive_front(fa: FrontAnalysis, div_id: str) -> str:
 # The report
 
 
+def point_order(fa: FrontAnalysis) -> list[int]:
+    """The order the report shows a workload's points in, everywhere (points table, design
+    sections, breakdown chart): the selected design, then the rest of the front by distance to
+    the ideal point, then the other points as stored."""
+    order = [] if fa.selected is None else [fa.selected]
+    order += [k for k in fa.ranked_front() if k not in order]
+    seen = set(order)
+    return order + [k for k in range(len(fa.rows)) if k not in seen]
+
+
+_POINTS_HEADING = "Points (selected first, then the front by distance to the ideal point)"
+
+
 def _front_table(fa: FrontAnalysis, params: Sequence[str]) -> tuple[list[str], list[list[str]]]:
     headers = ["point", "on front", "selected", *params, *(o.label for o in fa.objectives)]
     rows = []
-    for k in fa.ranked_front() + [
-        k for k in range(len(fa.rows)) if not fa.front[k] and k != fa.selected
-    ]:
+    for k in point_order(fa):
         r = fa.rows[k]
         rows.append(
             [
@@ -661,16 +675,34 @@ def write_sweep_report(a: SweepAnalysis, out_dir: str | Path) -> list[Path]:
     title = f"Sweep report: {a.spec.spec.description or Path(a.spec.source).stem}"
     summary = _summary(a)
 
-    # Markdown
+    md_path = write_text(out / "sweep_report.md", _markdown(a, title, summary, charts, params))
+    paths.append(md_path)
+    h = _html(a, title, summary, charts, params, plotly_offline.get_plotlyjs())
+    html_path = write_text(out / HTML_NAME, h)
+    paths.append(html_path)
+    return paths
+
+
+def _alt(caption: str) -> str:
+    """A chart's caption as one line of text alternative."""
+    return " ".join(caption.split()).replace("[", "(").replace("]", ")")
+
+
+def _markdown(
+    a: SweepAnalysis, title: str, summary: Sequence[str],
+    charts: Mapping[str, list[tuple[Path, str]]], params: Sequence[str],
+) -> str:  # fmt: skip
+    """The report as Markdown (charts by file name beside it)."""
     md = [f"# {title}", ""] + [f"- {x}" for x in summary] + [""]
     for fa in a.fronts:
         md += [f"## Workload {fa.title}", ""] + [f"- {x}" for x in _front_lines(fa)] + [""]
-        for p, cap in charts[fa.title]:
-            md += [f"![{p.stem}]({p.name})", "", f"*{cap}*", ""]
+        for p, cap in charts[fa.title]:  # the caption is drawn in the chart: alt text here
+            md += [f"![{_alt(cap)}]({p.name})", ""]
         h, rows = _front_table(fa, params)
-        md += ["### Points (front first, by distance to the ideal point)", "", _md_table(h, rows)]
+        md += [f"### {_POINTS_HEADING}", "", _md_table(h, rows)]
         md.append("")
-        for r in fa.rows:
+        for k in point_order(fa):
+            r = fa.rows[k]
             b = a.breakdowns.get(r.point_id)
             if b is None:
                 continue
@@ -687,10 +719,14 @@ def write_sweep_report(a: SweepAnalysis, out_dir: str | Path) -> list[Path]:
                 for r in fa.failed
             ]), ""]  # fmt: skip
     md += ["## Sweep spec", "", "```yaml", a.spec_text.rstrip(), "```", ""]
-    md_path = write_text(out / "sweep_report.md", "\n".join(md))
-    paths.append(md_path)
+    return "\n".join(md)
 
-    # HTML: one file; plotly's JavaScript and the PNGs are embedded.
+
+def _html(
+    a: SweepAnalysis, title: str, summary: Sequence[str],
+    charts: Mapping[str, list[tuple[Path, str]]], params: Sequence[str], plotly_js: str,
+) -> str:  # fmt: skip
+    """The report as one self-contained HTML page (plotly's JavaScript and the PNGs inline)."""
     e = html.escape
     h = [
         "<!DOCTYPE html>",
@@ -701,7 +737,7 @@ def write_sweep_report(a: SweepAnalysis, out_dir: str | Path) -> list[Path]:
         "padding:2px 6px;vertical-align:top}th{background:#eee}img{max-width:100%}"
         "figcaption{font-size:12px;color:#333}pre{background:#f6f6f6;padding:8px;"
         "overflow-x:auto}details{margin:8px 0}</style>",
-        "<script type='text/javascript'>" + plotly_offline.get_plotlyjs() + "</script>",
+        "<script type='text/javascript'>" + plotly_js + "</script>",
         "</head><body>",
         f"<h1>{e(title)}</h1>",
         "<ul>" + "".join(f"<li>{e(x)}</li>" for x in summary) + "</ul>",
@@ -717,18 +753,15 @@ def write_sweep_report(a: SweepAnalysis, out_dir: str | Path) -> list[Path]:
             h.append("<p>Interactive front: hover a point for its parameters and metrics; "
                      "choose the objective on each axis with the x / y menus.</p>")  # fmt: skip
             h.append(interactive_front(fa, f"front-{n}"))
-        for p, cap in charts[fa.title]:
+        for p, cap in charts[fa.title]:  # the caption is drawn in the chart: alt text here
             data = base64.b64encode(p.read_bytes()).decode("ascii")
-            h += [
-                "<figure>",
-                f"<img src='data:image/png;base64,{data}' alt='{e(p.stem)}'>",
-                f"<figcaption>{e(cap)}</figcaption>",
-                "</figure>",
-            ]
+            h.append(f"<figure><img src='data:image/png;base64,{data}' "
+                     f"alt=\"{e(_alt(cap), quote=True)}\"></figure>")  # fmt: skip
         headers, rows = _front_table(fa, params)
-        h.append("<h3>Points (front first, by distance to the ideal point)</h3>")
+        h.append(f"<h3>{e(_POINTS_HEADING)}</h3>")
         h.append(_html_table(headers, rows))
-        for r in fa.rows:
+        for k in point_order(fa):
+            r = fa.rows[k]
             b = a.breakdowns.get(r.point_id)
             if b is None:
                 continue
@@ -751,9 +784,7 @@ def write_sweep_report(a: SweepAnalysis, out_dir: str | Path) -> list[Path]:
         "<p>Tables as CSV beside this page: sweep_points.csv, sweep_breakdown.csv.</p>",
         "</body></html>",
     ]
-    html_path = write_text(out / HTML_NAME, "\n".join(h))
-    paths.append(html_path)
-    return paths
+    return "\n".join(h)
 
 
 def _html_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -59,11 +59,24 @@ def test_a_broken_plugin_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> 
     eps = dict(simulation._entry_points())
     eps.update(broken=BrokenEntryPoint(), wrong=NotATarget())
     monkeypatch.setattr(simulation, "_ENTRY_POINTS", eps)
+    monkeypatch.setattr(simulation, "_BROKEN", {})
     with pytest.raises(CoaccelError, match=r"target 'broken' .*nowhere_pkg:TARGET.*does not load"):
         simulation.target("broken")
     with pytest.raises(CoaccelError, match="must name a coaccel.spine.target.SimTarget"):
         simulation.target("wrong")
     assert "broken" in simulation.kinds()
+    # every other target and command still works; the broken ones are named once
+    assert {t.kind for t in simulation.targets()} == set(KINDS)
+    assert set(simulation.broken()) == {"broken", "wrong"}
+    assert main(["sim", "--list"]) == 0
+    assert main(["sim", "x.yaml", "--workload", "w"]) == 2
+
+
+def test_a_kind_two_packages_claim_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(simulation, "_CLASHES", {"gpu": ["a:TARGET", "b:TARGET"]})
+    monkeypatch.setattr(simulation, "_REGISTERED", {})
+    with pytest.raises(CoaccelError, match="more than one installed package"):
+        simulation.target("gpu")
 
 
 def test_register_target_at_run_time(monkeypatch: pytest.MonkeyPatch) -> None:

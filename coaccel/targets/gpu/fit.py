@@ -269,10 +269,29 @@ def _weighted_link_fit(rows: Sequence[CalibrationRow]) -> tuple[float, float] | 
     return t0, 1.0 / c
 
 
+class _Fit:
+    """What :func:`fit_parameters` collects: the changes, one record per changed key, notes."""
+
+    def __init__(self) -> None:
+        self.changes: dict[str, Any] = {}
+        self.params: list[FittedParam] = []
+        self.notes: list[str] = []
+
+    def put(
+        self, key: str, before: float, after: float, unit: str, n: int, how: str,
+        value: Any = None,
+    ) -> None:  # fmt: skip
+        self.changes[key] = after if value is None else value
+        self.params.append(FittedParam(key, float(before), float(after), unit, n, how))
+
+
 def fit_parameters(
     arch: Any, rows: Sequence[CalibrationRow]
 ) -> tuple[dict[str, Any], list[FittedParam], list[str]]:
     """Closed-form estimates of the config's parameters from calibration rows.
+
+    Three independent groups: DRAM efficiency and L2 bandwidth/capacity from streaming reads,
+    per-level latencies from pointer chases, and the host link from timed copies.
 
     Args:
         arch: the GPU config to start from (a ``GpuArchConfig``).
@@ -284,17 +303,16 @@ def fit_parameters(
         :func:`coaccel.config.override`, one :class:`FittedParam` per changed key, and notes
         on what could not be fitted (no rows for it).
     """
-    changes: dict[str, Any] = {}
-    params: list[FittedParam] = []
-    notes: list[str] = []
+    fit = _Fit()
+    _fit_bandwidths(arch, rows, fit)
+    _fit_latencies(arch, rows, fit)
+    _fit_host_link(arch, rows, fit)
+    return fit.changes, fit.params, fit.notes
+
+
+def _fit_bandwidths(arch: Any, rows: Sequence[CalibrationRow], fit: _Fit) -> None:
+    """DRAM efficiency from working sets >= 4 x L2; L2 bandwidth and effective capacity."""
     l2_cap = arch.l2.capacity_mib * MIB
-
-    def put(
-        key: str, before: float, after: float, unit: str, n: int, how: str, value: Any = None
-    ) -> None:
-        changes[key] = after if value is None else value
-        params.append(FittedParam(key, float(before), float(after), unit, n, how))
-
     bw_rows = [r for r in rows if r.experiment in _BW_ROWS and _bw(r) > 0]
     dram_rows = [r for r in bw_rows if r.size_bytes >= 4 * l2_cap]
     if dram_rows:
@@ -306,7 +324,7 @@ def fit_parameters(
             {"transfer_bytes": p.transfer_bytes, "efficiency": min(1.0, p.efficiency * scale)}
             for p in arch.dram.efficiency
         ]
-        put(
+        fit.put(
             "dram.efficiency",
             last,
             min(1.0, last * scale),
@@ -316,11 +334,11 @@ def fit_parameters(
             value=curve,
         )
     else:
-        notes.append("no streaming rows with a working set >= 4 x L2: DRAM efficiency kept")
+        fit.notes.append("no streaming rows with a working set >= 4 x L2: DRAM efficiency kept")
     l2_rows = [r for r in bw_rows if 2 * MIB <= r.size_bytes <= 0.5 * l2_cap]
     if l2_rows:
         l2_bw = statistics.median(_bw(r) for r in l2_rows)
-        put(
+        fit.put(
             "l2.hit_bw_gb_per_s",
             arch.l2.hit_bw_gb_per_s,
             l2_bw / 1e9,
@@ -331,7 +349,7 @@ def fit_parameters(
         inside = [r for r in bw_rows if r.size_bytes <= l2_cap and _bw(r) >= 0.9 * l2_bw]
         if inside:
             cap = min(max(r.size_bytes for r in inside) / MIB, arch.l2.capacity_mib)
-            put(
+            fit.put(
                 "l2.effective_capacity_mib",
                 arch.l2.effective_capacity_mib,
                 cap,
@@ -340,8 +358,12 @@ def fit_parameters(
                 "largest working set within 90 % of the L2 plateau",
             )
     else:
-        notes.append("no streaming rows of 2 MiB ... L2/2: L2 bandwidth and capacity kept")
+        fit.notes.append("no streaming rows of 2 MiB ... L2/2: L2 bandwidth and capacity kept")
 
+
+def _fit_latencies(arch: Any, rows: Sequence[CalibrationRow], fit: _Fit) -> None:
+    """L1, near/far L2 and DRAM latencies from pointer chases (medians per size range)."""
+    l2_cap = arch.l2.capacity_mib * MIB
     chase = [r for r in rows if r.experiment == "pointer_chase" and r.latency_ns > 0]
     f_mhz = arch.sm.freq_mhz
 
@@ -360,12 +382,12 @@ def fit_parameters(
     for key, before, lo, hi, where in levels:
         got = lat(lo, hi)
         if got is None:
-            notes.append(f"no pointer-chase rows of {where}: {key} kept")
+            fit.notes.append(f"no pointer-chase rows of {where}: {key} kept")
             continue
         ns, n = got
         cyc = max(0, round(ns * f_mhz / 1e3))
         fitted_cycles[key] = cyc
-        put(
+        fit.put(
             key,
             before,
             cyc,
@@ -377,13 +399,13 @@ def fit_parameters(
     near = fitted_cycles.get("l2.near_latency_cycles", arch.l2.near_latency_cycles)
     far = fitted_cycles.get("l2.far_latency_cycles", arch.l2.far_latency_cycles)
     if far < near:  # keep the config's rule far >= near
-        changes["l2.far_latency_cycles"] = near
-        notes.append(f"far-L2 latency {far} < near {near} cycles: set to the near latency")
+        fit.changes["l2.far_latency_cycles"] = near
+        fit.notes.append(f"far-L2 latency {far} < near {near} cycles: set to the near latency")
     got = lat(4 * l2_cap, math.inf)
     if got is None:
-        notes.append("no pointer-chase rows >= 4 x L2: dram.latency_ns kept")
+        fit.notes.append("no pointer-chase rows >= 4 x L2: dram.latency_ns kept")
     else:
-        put(
+        fit.put(
             "dram.latency_ns",
             arch.dram.latency_ns,
             got[0],
@@ -392,16 +414,19 @@ def fit_parameters(
             "median pointer-chase latency of working sets >= 4 x L2",
         )
 
+
+def _fit_host_link(arch: Any, rows: Sequence[CalibrationRow], fit: _Fit) -> None:
+    """Host-link fixed cost and efficiency from pinned H2D copies; D2H and pageable ratios."""
     link = arch.host_link
     h2d = [r for r in rows if r.experiment == "h2d_pinned"] or [
         r for r in rows if r.experiment == "h2d_pinned_wall"
     ]
-    fit = _weighted_link_fit(h2d)
-    if fit is None:
-        notes.append("fewer than 2 pinned host-to-device copies: host link kept")
-        return changes, params, notes
-    t0, bw = fit
-    put(
+    fitted = _weighted_link_fit(h2d)
+    if fitted is None:
+        fit.notes.append("fewer than 2 pinned host-to-device copies: host link kept")
+        return
+    t0, bw = fitted
+    fit.put(
         "host_link.copy_fixed_us",
         link.copy_fixed_us,
         t0 * 1e6,
@@ -411,7 +436,7 @@ def fit_parameters(
     )
     eff = min(1.0, bw / link.bw_bytes_per_s("h2d"))
     curve = [{"transfer_bytes": p.transfer_bytes, "efficiency": eff} for p in link.efficiency]
-    put(
+    fit.put(
         "host_link.efficiency",
         link.efficiency[-1].efficiency,
         eff,
@@ -428,7 +453,7 @@ def fit_parameters(
         if other is None:
             continue
         ratio = min(1.0, other[1] / bw)
-        put(
+        fit.put(
             key,
             before,
             ratio,
@@ -436,7 +461,6 @@ def fit_parameters(
             sum(r.experiment == exp for r in rows),
             f"{exp} plateau / pinned H2D plateau",
         )
-    return changes, params, notes
 
 
 # -- predictions ------------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""The architecture files this package ships: ``systolic/<name>.yaml`` (a data package)."""
