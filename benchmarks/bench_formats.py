@@ -14,9 +14,10 @@ wall clock and per CPU second (on a shared machine the wall clock also counts ti
 for a core; pin the process, e.g. ``taskset -c 1``, to steady it), beside each format's target.
 numba runs on one thread (``NUMBA_NUM_THREADS=1`` is set before numba is imported). When
 ``torch`` and ``torchao`` are importable, the same run also times torchao's MX and NVFP4
-quantize + dequantize on one thread (``torch.set_num_threads(1)``); otherwise it says so and goes
-on. It then reports how the time scales with size (1M, 4M, 16M elements) for
-``--scaling-formats``.
+quantize + dequantize on one thread (``torch.set_num_threads(1)``) and prints, beside each of
+our formats that has a torchao counterpart (MXFP4, MXFP8-E4M3, NVFP4), the ratio of our best
+throughput to torchao's (above 1: ours is faster); otherwise it says so and goes on. It then
+reports how the time scales with size (1M, 4M, 16M elements) for ``--scaling-formats``.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ import numpy as np  # noqa: E402
 from coaccel.models.formats import format_names, quantize  # noqa: E402
 
 TARGETS_ELEMS_PER_S = {
+    "bfp": 200e6,
+    "int": 200e6,
     "mxfp4": 200e6,
     "mxfp6_e2m3": 200e6,
     "mxfp6_e3m2": 200e6,
@@ -44,10 +47,20 @@ TARGETS_ELEMS_PER_S = {
     "mxfp8_e5m2": 200e6,
     "mxint8": 200e6,
     "nvfp4": 200e6,
+    "nvfp4_e5m3": 200e6,
     ("hbq-a", "weight"): 30e6,
 }
 """Speed targets, quantize + dequantize of 16M float32 elements on one thread (wall clock, best
 run). HBQ-A weights run the full MSE L2 search over both SIG tables."""
+
+
+TORCHAO_COUNTERPARTS = {
+    "mxfp4": "torchao mxfp4",
+    "mxfp8_e4m3": "torchao mxfp8_e4m3",
+    "nvfp4": "torchao nvfp4",
+}
+"""Our format -> the torchao row its throughput is compared with (same element and scale
+formats, block size and, for NVFP4, a per-tensor scale from the tensor's amax)."""
 
 
 def _count(text: str) -> int:
@@ -122,6 +135,12 @@ def torchao_cases(x: np.ndarray, repeat: int) -> tuple[list[dict], str]:
         return [], "torchao not installed"
     torch.set_num_threads(1)
     xt = torch.from_numpy(x)
+
+    def dequant(q):
+        # torchao renamed MXTensor/NVFP4Tensor.to_dtype to dequantize; take whichever it has.
+        to_dtype = getattr(type(q), "to_dtype", None)
+        return to_dtype(q, xt.dtype) if to_dtype is not None else q.dequantize(xt.dtype)
+
     cases = []
     notes = []
     try:
@@ -132,21 +151,25 @@ def torchao_cases(x: np.ndarray, repeat: int) -> tuple[list[dict], str]:
             ("torchao mxfp8_e4m3", torch.float8_e4m3fn),
         ):
             if dtype is not None:
-                cases.append(
-                    (
-                        label,
-                        lambda d=dtype: MXTensor.to_mx(xt, d, 32),
-                        lambda q: q.to_dtype(xt.dtype),
-                    )
-                )
+                cases.append((label, lambda d=dtype: MXTensor.to_mx(xt, d, 32), dequant))
     except ImportError as e:
         notes.append(f"torchao MX unavailable ({e})")
     try:
         from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor
 
-        cases.append(
-            ("torchao nvfp4", lambda: NVFP4Tensor.to_nvfp4(xt), lambda q: q.to_dtype(xt.dtype))
-        )
+        try:  # two-level scaling like ours: the tensor's amax sets an FP32 per-tensor scale
+            from torchao.prototype.mx_formats.nvfp4_tensor import per_tensor_amax_to_scale
+
+            def nvfp4():
+                s_t = per_tensor_amax_to_scale(torch.max(torch.abs(xt)))
+                return NVFP4Tensor.to_nvfp4(xt, per_tensor_scale=s_t)
+        except ImportError:
+            notes.append("torchao nvfp4 runs without a per-tensor scale")
+
+            def nvfp4():
+                return NVFP4Tensor.to_nvfp4(xt)
+
+        cases.append(("torchao nvfp4", nvfp4, dequant))
     except ImportError as e:
         notes.append(f"torchao NVFP4 unavailable ({e})")
     rows = []
@@ -197,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
             ),
         })  # fmt: skip
     ref_rows, ref_note = torchao_cases(x, args.repeat)
+    ref_speed = {r["format"]: r["elements_per_s"] for r in ref_rows}
+    for r in rows:
+        ref = ref_speed.get(TORCHAO_COUNTERPARTS.get(r["format"], ""))
+        r["torchao_ratio"] = None if ref is None or "role" in r else r["elements_per_s"] / ref
     rows += ref_rows
     scaling = []
     for name in [f for f in args.scaling_formats.split(",") if f]:
@@ -225,15 +252,17 @@ def main(argv: list[str] | None = None) -> int:
           f"{platform.processor() or platform.machine()}, numpy {np.__version__}")  # fmt: skip
     print("target: PASS when the best run reaches it, MISS otherwise")
     print(f"{'format':<26}{'quant ms':>10}{'dequant ms':>12}{'best M/s':>10}{'median M/s':>12}"
-          f"{'M/cpu-s':>10}  target")  # fmt: skip
+          f"{'M/cpu-s':>10}{'vs torchao':>12}  target")  # fmt: skip
     for r in rows:
         label = r["format"] + (f" ({r['role']})" if "role" in r else "")
         tgt = r["target_elements_per_s"]
         mark = "" if tgt is None else f"{tgt / 1e6:.0f}M " + (
             "PASS" if r["elements_per_s"] >= tgt else "MISS")  # fmt: skip
+        ratio = r.get("torchao_ratio")
+        vs = "" if ratio is None else f"{ratio:.2f}x"
         print(f"{label:<26}{r['quantize_s'] * 1e3:>10.1f}{r['dequantize_s'] * 1e3:>12.1f}"
               f"{r['elements_per_s'] / 1e6:>10.1f}{r['median_elements_per_s'] / 1e6:>12.1f}"
-              f"{r['elements_per_cpu_s'] / 1e6:>10.1f}  {mark}")  # fmt: skip
+              f"{r['elements_per_cpu_s'] / 1e6:>10.1f}{vs:>12}  {mark}")  # fmt: skip
     if ref_note:
         print(ref_note)
     if scaling:

@@ -1,6 +1,8 @@
 """What every command shares: argument types, and one way to write outputs.
 
 * Argument types: :func:`int_in` (integers in a range), :func:`comma_list` (no empty entries).
+* Input files: :func:`in_file` refuses a path that is not a regular file (a FIFO or a device
+  would block or never end) before it is read.
 * Outputs: :func:`add_out` is the one definition of ``--out``; :func:`add_output_flags` adds
   ``--json`` / ``--quiet``; :class:`Outputs` checks the output folder before any work starts,
   reports progress on stderr, writes the manifest last and prints the result as text or as one
@@ -30,6 +32,7 @@ __all__ = [
     "add_out_file",
     "add_output_flags",
     "comma_list",
+    "in_file",
     "int_in",
     "out_file",
     "prepare_out_dir",
@@ -80,6 +83,29 @@ def comma_list(text: str, flag: str) -> list[str]:
     if not text.strip() or any(not p for p in parts):
         raise CoaccelError(f"{flag} {text!r}: empty entry in the comma-separated list")
     return parts
+
+
+def in_file(path: Path, flag: str) -> Path:
+    """Check, before reading it, that ``path`` is an existing regular file (or a link to one).
+
+    Args:
+        path: the input file.
+        flag: the option's name (or ``"SPEC"``), for the message.
+
+    Returns:
+        The path.
+
+    Raises:
+        CoaccelError: it does not exist, or is a folder, a FIFO, a device or a socket.
+    """
+    from ..dse.store import not_regular
+
+    kind = not_regular(path)
+    if kind is not None:
+        raise CoaccelError(f"{flag} {str(path)!r} is {kind}, not a regular file")
+    if not path.exists():
+        raise CoaccelError(f"{flag} {str(path)!r}: no such file")
+    return path
 
 
 def out_file(path: Path, flag: str = "--out") -> Path:

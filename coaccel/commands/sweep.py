@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from .args import add_output_flags, int_in, out_file
+from .args import add_output_flags, in_file, int_in, out_file
 
 EPILOG = """\
 examples:
@@ -19,7 +19,10 @@ examples:
   coaccel sweep my_sweep.yaml --store runs.sqlite --workers 2 --export csv runs.csv
   coaccel sweep my_sweep.yaml --store runs.sqlite --scheduler tcp://scheduler-host:8786
 Rerunning a spec on the same store evaluates only the points it does not hold yet, so an
-interrupted sweep resumes where it stopped (stage by stage, for a spec with stages). Then
+interrupted sweep resumes where it stopped (stage by stage, for a spec with stages). Before any
+work the sweep is sized: one over --max-points points (default 1,000,000) or estimated to grow
+the store by more than 1 GB is refused unless --yes-large is given; the estimate is printed
+when the sweep should take more than a few seconds. One sweep at a time writes to a store. Then
 'coaccel sweep-report STORE --spec SPEC' writes the sweep's report (Pareto fronts, the selected
 design's cost breakdown, one HTML page); 'coaccel report' is the area/energy report of named
 architectures. 'coaccel sweep --knobs' lists the configuration keys each target suggests
@@ -56,8 +59,7 @@ def register(subparsers: Any) -> None:
         nargs="?",
         const="",
         default=None,
-        help="list the configuration keys worth sweeping, of every target or of one kind, "
-        "and exit",
+        help="list the configuration keys worth sweeping, of every target or of one kind, and exit",
     )
     p.add_argument(
         "--workers",
@@ -79,6 +81,19 @@ def register(subparsers: Any) -> None:
         type=int_in(1, 100000),
         default=None,
         help="points per task (default: about 8 tasks per worker, at most 64 points each)",
+    )
+    p.add_argument(
+        "--max-points",
+        metavar="N",
+        type=int_in(1, None),
+        default=None,
+        help="refuse a sweep of more points (first stage, before constraints, every workload; "
+        "default 1,000,000)",
+    )
+    p.add_argument(
+        "--yes-large",
+        action="store_true",
+        help="run the sweep whatever its size (no point or store-size limit)",
     )
     p.add_argument(
         "--export",
@@ -150,6 +165,58 @@ class ProgressBar:
             self.stream.flush()
 
 
+class ProgressLog:
+    """Plain progress lines for a stream that is not a terminal (a log file, a pipe).
+
+    Writes one line every ``interval_s`` seconds (none for a sweep that ends sooner): stage,
+    points done and failed, points stored before, rate and ETA.
+
+    Args:
+        stream: where to write (stderr).
+        interval_s: seconds between lines.
+    """
+
+    def __init__(self, stream: TextIO, interval_s: float = 30.0) -> None:
+        self.stream = stream
+        self.interval_s = interval_s
+        self._next = time.monotonic() + interval_s
+
+    def __call__(self, p: Any) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = now + self.interval_s
+        eta = "--:--" if p.eta_s is None else _clock(p.eta_s)
+        stage = f" {p.stage}:" if p.stage else ""
+        self.stream.write(
+            f"coaccel sweep:{stage} {p.done + p.skipped}/{p.total} points ({p.failed} failed, "
+            f"{p.skipped} stored), {p.rate_per_s:.1f} points/s, ETA {eta}\n"
+        )
+        self.stream.flush()
+
+    def close(self) -> None:
+        """Nothing to end (every line is complete)."""
+
+
+def estimate_line(est: Any) -> str:
+    """The estimate of a sweep (:class:`~coaccel.dse.SweepEstimate`) as one line."""
+    from ..dse.driver import format_bytes, format_duration
+
+    kept = f", about {est.kept:,} after constraints" if est.kept != est.points else ""
+    stored = f", {est.stored:,} stored" if est.stored else ""
+    timed = "a probe" if est.timed_by == "probe" else "the rows stored"
+    if est.workers is None:
+        when = f"about {format_duration(est.seconds)} of CPU time, shared by the cluster"
+    else:
+        s = "s" if est.workers > 1 else ""
+        when = f"about {format_duration(est.seconds)} on {est.workers} worker{s}"
+    return (
+        f"about {est.todo:,} points to evaluate ({est.points:,} in the sweep{kept}{stored}) at "
+        f"{format_duration(est.per_point_s)} a point (timed on {timed}): {when}; the store "
+        f"grows by about {format_bytes(est.store_bytes)}"
+    )
+
+
 def format_knobs(kind: str = "") -> str:
     """The knobs of every target (or of one kind): key, what it changes, example values.
 
@@ -170,6 +237,19 @@ def format_knobs(kind: str = "") -> str:
     return "\n".join(lines)
 
 
+def _too_large(reason: str, spec: Any, *, store_limit: bool = False) -> str:
+    """The refusal of a sweep over a size limit, with the options that run it anyway."""
+    from ..dse import count_points
+
+    narrow = "narrow the parameters (or sample them: strategy random or lhs)"
+    if store_limit:
+        return f"{reason}; {narrow}, or run it anyway with --yes-large (no size limit)"
+    return (
+        f"{reason}; {narrow}, or run it anyway with --max-points {count_points(spec)} (the "
+        "point limit) or --yes-large (no size limit)"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the sweep; returns 0 when points were evaluated (failed points are recorded in the
     store), or ``--knobs``.
@@ -177,8 +257,19 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         CoaccelError: bad options, or every point evaluated failed.
     """
-    from ..dse import Store, load_spec, run_sweep
+    from ..dse import (
+        DEFAULT_MAX_POINTS,
+        DEFAULT_MAX_STORE_BYTES,
+        Store,
+        SweepSpec,
+        SweepTooLarge,
+        load_spec,
+        run_sweep,
+    )
+    from ..dse.driver import size_problem
     from ..dse.spec import is_scheduler_address
+    from ..dse.store import check_writable, inspect_store, not_regular
+    from ..spine.config import load_config
     from ..spine.errors import CoaccelError
 
     if args.knobs is not None:
@@ -187,6 +278,12 @@ def run(args: argparse.Namespace) -> int:
     if args.spec is None or args.store is None:
         raise CoaccelError("SPEC and --store are required (or --knobs)")
 
+    spec_path = in_file(Path(args.spec), "SPEC")
+    kind = inspect_store(args.store)  # anything but a sweep store is refused, untouched
+    if kind in ("missing", "empty"):
+        out_file(args.store, "--store")
+    else:
+        check_writable(args.store)
     export = None
     if args.export:
         fmt, path = args.export
@@ -197,14 +294,48 @@ def run(args: argparse.Namespace) -> int:
                 import pyarrow  # noqa: F401
             except ImportError:
                 raise CoaccelError("--export parquet needs pyarrow: pip install pyarrow") from None
-        export = (fmt, out_file(Path(path), "--export"))
+        export_path = Path(path)
+        what = not_regular(export_path)
+        if what is not None and what != "a folder":
+            raise CoaccelError(f"--export {path!r} is {what}, not a regular file")
+        if export_path.resolve() == args.store.resolve():
+            raise CoaccelError(f"--export {path!r} is the store itself; give another file")
+        export = (fmt, out_file(export_path, "--export"))
     if args.scheduler is not None and not is_scheduler_address(args.scheduler):
         raise CoaccelError(
             f"--scheduler {args.scheduler!r}: not a Dask scheduler address; give tcp://host:port"
         )
-    out_file(args.store, "--store")
-    spec = load_spec(args.spec)
-    bar = ProgressBar(sys.stderr) if sys.stderr.isatty() and not args.quiet else None
+    max_points = None if args.yes_large else (args.max_points or DEFAULT_MAX_POINTS)
+    max_store_bytes = None if args.yes_large else DEFAULT_MAX_STORE_BYTES
+    # Counted from the schema alone, before the spec's checks list every value of a range.
+    raw = load_config(spec_path, SweepSpec)
+    problem = size_problem(raw, max_points=max_points)
+    if problem is not None:
+        raise CoaccelError(_too_large(problem, raw))
+    spec = load_spec(spec_path)
+    quiet = args.quiet
+
+    def on_estimate(est: Any) -> None:
+        if quiet:
+            return
+        if est.seconds >= 5.0:
+            print(f"coaccel sweep: {estimate_line(est)}", file=sys.stderr, flush=True)
+        free = shutil.disk_usage(args.store.absolute().parent).free
+        if est.store_bytes > free:
+            from ..dse.driver import format_bytes
+
+            print(
+                f"coaccel sweep: warning: the store grows by about "
+                f"{format_bytes(est.store_bytes)} but its file system has "
+                f"{format_bytes(free)} free; the sweep stops when it is full (the rows stored "
+                "stay; rerun to resume once there is room)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    bar: ProgressBar | ProgressLog | None = None
+    if not args.quiet:
+        bar = ProgressBar(sys.stderr) if sys.stderr.isatty() else ProgressLog(sys.stderr)
     say = not args.quiet and not args.json
     with Store(args.store) as store:
         try:
@@ -215,7 +346,13 @@ def run(args: argparse.Namespace) -> int:
                 batch_size=args.batch_size,
                 progress=bar,
                 scheduler=args.scheduler,
+                max_points=max_points,
+                max_store_bytes=max_store_bytes,
+                on_estimate=on_estimate,
             )
+        except SweepTooLarge as e:
+            store_limit = e.estimate is not None
+            raise CoaccelError(_too_large(e.reason, spec.spec, store_limit=store_limit)) from None
         finally:
             if bar is not None:
                 bar.close()

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .args import add_out, add_output_flags, int_in
+from .args import add_out, add_output_flags, in_file, int_in
 
 DEFAULT_OUT = Path("reports") / "sweep"
 
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         0 on success.
     """
-    from ..dse import load_spec
+    from ..dse import Store, load_spec
     from ..dse.analysis import analyze, parse_objectives
     from ..report.sweep import write_sweep_report
     from ..spine.errors import CoaccelError
@@ -104,19 +104,27 @@ def run(args: argparse.Namespace) -> int:
 
     if args.store.is_dir():
         raise CoaccelError(f"STORE {str(args.store)!r} is a folder: give the sweep's SQLite file")
-    if not args.store.is_file():
+    if not args.store.exists():
         raise CoaccelError(f"STORE {str(args.store)!r}: no such file (run coaccel sweep first)")
+    in_file(args.store, "STORE")
+    in_file(args.spec, "--spec")
     objectives = parse_objectives(args.objectives) if args.objectives else None
-    run_ = Outputs(args, "coaccel sweep-report")
-    spec = load_spec(args.spec)
-    a = analyze(
-        spec,
-        args.store,
-        objectives=objectives,
-        select=args.select,
-        rule=args.rule,
-        max_breakdowns=args.breakdowns,
-    )
+    # Read-only: the report never writes to the store it reads (a foreign file is refused
+    # untouched, a store of an earlier coaccel is read as it is).
+    store = Store(args.store, readonly=True)
+    try:
+        run_ = Outputs(args, "coaccel sweep-report")
+        spec = load_spec(args.spec)
+        a = analyze(
+            spec,
+            store,
+            objectives=objectives,
+            select=args.select,
+            rule=args.rule,
+            max_breakdowns=args.breakdowns,
+        )
+    finally:
+        store.close()
     run_.progress(f"{len(a.fronts)} front(s) analysed; writing the report")
     paths = write_sweep_report(a, run_.out)
     html_path = paths[-1]

@@ -7,7 +7,10 @@
 * :func:`run_sweep` evaluates the points not stored yet (simulate + cost, and the accuracy of
   each distinct number format), stage by stage, in this process, on a local process pool or on
   a Dask cluster (:func:`open_executor`), and writes each batch to a :class:`Store` (SQLite),
-  which exports CSV, Parquet and pandas DataFrames.
+  which exports CSV, Parquet and pandas DataFrames. :func:`estimate_sweep` sizes a sweep first
+  (:func:`count_points` counts it without expanding it); one too large is refused
+  (:class:`SweepTooLarge`). A store is recognised by its own marker (:func:`inspect_store`);
+  anything else is refused untouched.
 
 * :func:`pareto_mask` and :func:`hypervolume` extract the non-dominated points of any number
   of objectives and measure the front.
@@ -19,7 +22,19 @@
 sweep report.
 """
 
-from .driver import Progress, StageSummary, SweepSummary, evaluate_points, run_sweep
+from .driver import (
+    DEFAULT_MAX_POINTS,
+    DEFAULT_MAX_STORE_BYTES,
+    Progress,
+    StageSummary,
+    SweepEstimate,
+    SweepSummary,
+    SweepTooLarge,
+    estimate_sweep,
+    evaluate_points,
+    run_sweep,
+)
+from .evaluate import failure_reason
 from .executors import DaskExecutor, Executor, InlineExecutor, PoolExecutor, open_executor
 from .pareto import (
     front_with_margin,
@@ -30,7 +45,16 @@ from .pareto import (
     top_k_by_rank,
 )
 from .search import nsga2_points
-from .space import Point, combinations, expand, point_id
+from .space import (
+    Point,
+    combinations,
+    count_combinations,
+    count_points,
+    expand,
+    iter_combinations,
+    kept_fraction,
+    point_id,
+)
 from .spec import (
     ACCURACY_METRICS,
     COST_METRICS,
@@ -48,11 +72,13 @@ from .spec import (
     satisfiable,
     spec_digest,
 )
-from .store import Row, Store
+from .store import Row, Store, inspect_store
 
 __all__ = [
     "ACCURACY_METRICS",
     "COST_METRICS",
+    "DEFAULT_MAX_POINTS",
+    "DEFAULT_MAX_STORE_BYTES",
     "AccuracySpec",
     "DaskExecutor",
     "Executor",
@@ -70,13 +96,22 @@ __all__ = [
     "StageSummary",
     "Store",
     "Strategy",
+    "SweepEstimate",
     "SweepSpec",
     "SweepSummary",
+    "SweepTooLarge",
     "combinations",
+    "count_combinations",
+    "count_points",
+    "estimate_sweep",
     "evaluate_points",
     "expand",
+    "failure_reason",
     "front_with_margin",
     "hypervolume",
+    "inspect_store",
+    "iter_combinations",
+    "kept_fraction",
     "load_spec",
     "nsga2_points",
     "open_executor",

@@ -3,14 +3,15 @@
 Each point is :func:`coaccel.simulate` on the base architecture with the point's overrides,
 then :func:`coaccel.cost.evaluate`; its row holds every ``metrics()`` entry plus ``energy_j``,
 ``area_mm2`` and ``edp_js``, each with its unit. :func:`evaluate_points` is what each pool
-worker runs on a batch; each process loads the base architecture and the workloads once.
+worker runs on a batch; each process loads the base architecture and the workloads once. A point
+that raises becomes a ``failed`` row whose ``error`` is :func:`failure_reason` of the exception:
+one line, no traceback.
 """
 
 from __future__ import annotations
 
 import functools
 import time
-import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,7 +20,35 @@ from .space import Point
 from .spec import Expr, parse_expr
 from .store import Row
 
-__all__ = ["evaluate_points", "warm"]
+__all__ = ["REASON_CHARS", "evaluate_points", "failure_reason", "warm"]
+
+REASON_CHARS = 600
+"""The longest failure reason stored in full, in characters (a longer one keeps its first two
+thirds and last quarter, and says how many characters it left out between them)."""
+
+
+def failure_reason(exc: BaseException) -> str:
+    """A failed point's reason: one line, the exception's type and message, no traceback.
+
+    A message of several lines (a ``ConfigError`` lists one problem a line) is joined with
+    ``"; "``; characters that are not printable are escaped. A reason longer than
+    :data:`REASON_CHARS` keeps its beginning (the type and the first problem, where the key
+    and value are) and its end, and says how many characters it left out between them.
+
+    Args:
+        exc: the exception the point raised.
+
+    Returns:
+        ``"<ExceptionType>: <message>"`` (``"<ExceptionType>"`` for an empty message).
+    """
+    lines = [" ".join(line.split()) for line in str(exc).splitlines()]
+    message = "; ".join(line for line in lines if line)
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    if len(text) <= REASON_CHARS:
+        return text
+    head, tail = REASON_CHARS * 2 // 3, REASON_CHARS // 4
+    return f"{text[:head]} [... {len(text) - head - tail} characters ...] {text[-tail:]}"
 
 
 # Per-process cache: (base path, mode) -> (target, base config, {workload: loaded workload}).
@@ -50,7 +79,7 @@ def warm(base_path: str, mode: str, workloads: Sequence[str]) -> None:
     Loads the base architecture and each workload, and prices the base design once (which builds
     the cost model's fitted tables). Called before a local process pool starts, so that forked
     workers inherit the loaded state instead of each rebuilding it. A failure here is ignored:
-    every point that meets the same problem records it with its own traceback.
+    every point that meets the same problem records it with its own reason.
 
     Args:
         base_path: the base architecture (resolved file or shipped name).
@@ -118,7 +147,7 @@ def _evaluate_one(base_path: str, mode: str, digest: str, limits: Sequence[str],
             time.perf_counter() - t0,
             __version__,
         )
-    except Exception:  # noqa: BLE001 - a failing point is recorded and the sweep goes on
+    except Exception as exc:  # noqa: BLE001 - a failing point is recorded and the sweep goes on
         return Row(
             pt.point_id,
             pt.workload,
@@ -128,7 +157,7 @@ def _evaluate_one(base_path: str, mode: str, digest: str, limits: Sequence[str],
             {},
             None,
             "failed",
-            traceback.format_exc(),
+            failure_reason(exc),
             started,
             time.perf_counter() - t0,
             __version__,
@@ -149,6 +178,6 @@ def evaluate_points(
 
     Returns:
         One row per point, in order; a point that raised is a ``failed`` row with its
-        traceback.
+        one-line reason (:func:`failure_reason`).
     """
     return [_evaluate_one(base_path, mode, digest, limits, p) for p in points]

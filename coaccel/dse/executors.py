@@ -10,12 +10,25 @@ back each batch's rows as it finishes, in any order; the rows do not depend on t
 
 Each keeps two batches per worker in flight, so workers never wait for work while the
 scheduler is not flooded with millisecond tasks.
+
+A local pool's workers die with the process that started them, however it ends (``kill -9``
+included): on Linux the kernel sends them SIGKILL when their parent dies
+(``prctl(PR_SET_PDEATHSIG)``), and everywhere a watchdog thread in each worker ends it within a
+second of its parent's death. Workers ignore Ctrl-C (the terminal sends SIGINT to the whole
+process group); the parent handles it and stops them. An executor left by an exception (Ctrl-C,
+a store that cannot be written) stops its workers at once instead of finishing the batches in
+flight.
 """
 
 from __future__ import annotations
 
 import abc
+import contextlib
 import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
@@ -60,13 +73,20 @@ class Executor(abc.ABC):
         """
 
     def close(self) -> None:  # noqa: B027 - a no-op where there are no workers to release
-        """Release the workers."""
+        """Release the workers (after the batches in flight end)."""
+
+    def abort(self) -> None:
+        """Release the workers at once, dropping the batches in flight (after an error)."""
+        self.close()
 
     def __enter__(self) -> Executor:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
 
 
 class InlineExecutor(Executor):
@@ -79,8 +99,57 @@ class InlineExecutor(Executor):
             yield fn(*args, b)
 
 
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def _watch_parent(parent_pid: int, ppid: int, interval_s: float) -> None:
+    """End this worker when its parent is gone (reparented, or the pid no longer exists)."""
+    while True:
+        time.sleep(interval_s)
+        if os.getppid() != ppid:
+            os._exit(1)
+        try:
+            os.kill(parent_pid, 0)
+        except ProcessLookupError:
+            os._exit(1)
+        except OSError:  # alive, but not ours to signal
+            pass
+
+
+def _init_worker(parent_pid: int, interval_s: float = 1.0) -> None:
+    """Pool worker start: ignore Ctrl-C, and die with the parent process.
+
+    Args:
+        parent_pid: the pid of the process that owns the pool.
+        interval_s: how often the watchdog thread checks the parent, s.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    ppid = os.getppid()
+    if ppid != parent_pid:  # forked by a fork server, or the parent died already
+        try:
+            os.kill(parent_pid, 0)
+        except ProcessLookupError:
+            os._exit(1)
+        except OSError:
+            pass
+    threading.Thread(
+        target=_watch_parent,
+        args=(parent_pid, ppid, interval_s),
+        name="coaccel-parent-watchdog",
+        daemon=True,
+    ).start()
+
+
 class PoolExecutor(Executor):
     """A local process pool of ``workers`` processes (started on first use).
+
+    Its workers ignore SIGINT and die with this process (see the module's docstring).
 
     Args:
         workers: processes (at most the machine's CPU count).
@@ -97,7 +166,9 @@ class PoolExecutor(Executor):
             yield from InlineExecutor().run(fn, args, batches)
             return
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self.workers)
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.workers, initializer=_init_worker, initargs=(os.getpid(),)
+            )
         ex = self._pool
         pending: set[Future[list[Row]]] = set()
         it = iter(batches)
@@ -117,6 +188,21 @@ class PoolExecutor(Executor):
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+
+    def abort(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        # The pool keeps its processes in a private mapping; without it, shutdown still ends
+        # them once their batches finish.
+        processes = list(dict(getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in processes:
+            with contextlib.suppress(OSError, ValueError):
+                proc.kill()
+        for proc in processes:
+            with contextlib.suppress(OSError, ValueError):
+                proc.join(5.0)
 
 
 class DaskExecutor(Executor):

@@ -2,6 +2,10 @@
 
 Every expansion is deterministic: the same spec (and seed) gives the same points in the same
 order. Constraints filter the combinations; each surviving combination runs on every workload.
+
+:func:`count_points` sizes a sweep without expanding it (a range is counted, not listed), and
+:func:`kept_fraction` estimates the share of combinations the constraints keep from a seeded
+sample, so that a sweep too large to run is refused before any work.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import hashlib
 import itertools
 import json
 import math
+import random
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,9 +22,18 @@ from typing import Any
 import numpy as np
 
 from ..spine.config import ConfigError, Problem
-from .spec import Expr, SweepSpec
+from .spec import Expr, ParamRange, SweepSpec
 
-__all__ = ["Point", "combinations", "expand", "point_id"]
+__all__ = [
+    "Point",
+    "combinations",
+    "count_combinations",
+    "count_points",
+    "expand",
+    "iter_combinations",
+    "kept_fraction",
+    "point_id",
+]
 
 
 @dataclass(frozen=True)
@@ -88,11 +102,17 @@ def combinations(spec: SweepSpec, source: str = "<spec>") -> list[dict[str, Any]
     Raises:
         ConfigError: ``random`` asks for more samples than the space has combinations.
     """
+    return list(iter_combinations(spec, source))
+
+
+def iter_combinations(spec: SweepSpec, source: str = "<spec>") -> Iterator[dict[str, Any]]:
+    """:func:`combinations`, one at a time (a grid is never held whole)."""
     values = spec.values()
     names = list(values)
     st = spec.strategy
     if st.kind in ("grid", "nsga2"):
-        return list(_grid(values))
+        yield from _grid(values)
+        return
     sizes = [len(values[n]) for n in names]
     total = math.prod(sizes)
     samples = int(st.samples or 0)
@@ -121,7 +141,97 @@ def combinations(spec: SweepSpec, source: str = "<spec>") -> list[dict[str, Any]
             u = (rng.permutation(samples) + rng.random(samples)) / samples
             cols.append(np.minimum((u * s).astype(np.int64), s - 1))
         rows = list(dict.fromkeys(tuple(int(c[i]) for c in cols) for i in range(samples)))
-    return [{n: values[n][i] for n, i in zip(names, row, strict=True)} for row in rows]
+    for row in rows:
+        yield {n: values[n][i] for n, i in zip(names, row, strict=True)}
+
+
+def _n_values(v: tuple[Any, ...] | ParamRange) -> int:
+    """How many values a parameter takes, without listing a range (as ``ParamRange.values``)."""
+    if not isinstance(v, ParamRange):
+        return len(v)
+    if v.log2 is not None:
+        return max(0, v.log2[1] - v.log2[0] + 1)
+    start, stop, step = (float(x) for x in (v.start or 0, v.stop or 0, v.step or 1))
+    return max(0, int(math.floor((stop - start) / step + 1e-9)) + 1)
+
+
+def count_combinations(spec: SweepSpec) -> int:
+    """How many combinations the strategy picks (before constraints), without listing them.
+
+    ``grid`` and ``nsga2``: the product of the parameters' value counts (for ``nsga2`` the space
+    it searches, not what it evaluates); ``random`` and ``lhs``: at most ``samples``.
+
+    Args:
+        spec: the sweep.
+
+    Returns:
+        The count.
+    """
+    total = math.prod(_n_values(v) for v in spec.parameters.values())
+    if spec.strategy.kind in ("random", "lhs"):
+        return min(total, int(spec.strategy.samples or 0))
+    return total
+
+
+def count_points(spec: SweepSpec) -> int:
+    """The most points the first stage of a sweep evaluates, counted without expanding it.
+
+    Combinations (:func:`count_combinations`, before constraints) times workloads; for
+    ``nsga2``, ``population x generations`` times workloads (what the search may evaluate).
+    Later stages re-run a selection of these points.
+
+    Args:
+        spec: the sweep.
+
+    Returns:
+        The count.
+    """
+    st = spec.strategy
+    if st.kind == "nsga2":
+        combos = int(st.population or 0) * int(st.generations or 0)
+    else:
+        combos = count_combinations(spec)
+    return combos * len(spec.workloads)
+
+
+def kept_fraction(spec: SweepSpec, constraints: Sequence[Expr], samples: int = 2000) -> float:
+    """The share of the grid's combinations that satisfy the constraints.
+
+    Exact when the grid has at most ``samples`` combinations; else estimated from ``samples``
+    combinations drawn uniformly (seeded, so the same spec gives the same estimate) without
+    listing the grid.
+
+    Args:
+        spec: the sweep.
+        constraints: its parsed constraints.
+        samples: combinations to test at most.
+
+    Returns:
+        A fraction in [0, 1] (1 without constraints).
+    """
+    if not constraints:
+        return 1.0
+    values = spec.values()
+    names = list(values)
+    sizes = [len(values[n]) for n in names]
+    total = math.prod(sizes)
+    if total == 0:
+        return 0.0
+    if total <= samples:
+        picks: Iterator[int] | range = range(total)
+        n = total
+    else:
+        rng = random.Random(0)
+        picks = (rng.randrange(total) for _ in range(samples))
+        n = samples
+    kept = 0
+    for index in picks:
+        combo = {}
+        for name, size in zip(reversed(names), reversed(sizes), strict=True):
+            index, i = divmod(index, size)  # mixed radix: the last parameter varies fastest
+            combo[name] = values[name][i]
+        kept += all(c(combo) for c in constraints)
+    return kept / n
 
 
 def expand(
@@ -139,7 +249,7 @@ def expand(
         Points ordered by combination, then workload.
     """
     out = []
-    for combo in combinations(spec, source):
+    for combo in iter_combinations(spec, source):
         if not all(c(combo) for c in constraints):
             continue
         for w in spec.workloads:

@@ -1,11 +1,13 @@
 """The validation table every ``coaccel validate NAME`` prints and writes.
 
-The rows are :class:`~coaccel.validate.targets.Target` records (our value, the published one,
-unit, tolerance, error, fitted or predicted, inputs real or synthetic, source, note); this module
-formats them for the terminal and writes them as CSV and Markdown, one section per group:
+The rows are :class:`~coaccel.validate.targets.Target` records (our value with its one sigma
+or its band, the published one, unit, the rule it is judged by, error, status, fitted or
+predicted, inputs real or synthetic, source, note); this module formats them for the terminal
+and writes them as CSV and Markdown, one section per group, for every ``coaccel validate NAME``:
 
 * :func:`validation_rows` / :data:`VALIDATION_CSV_COLUMNS`: flat rows (CSV and JSON);
-* :func:`format_validation_table`: the terminal text, one block per group, then the summary;
+* :func:`format_validation_table`: the terminal text, one block per group (optionally the
+  validation's notes), then the summary line;
 * :func:`validation_summary`: status counts, predicted and fitted rows apart;
 * :func:`write_validation_report`: ``<stem>.csv`` and ``<stem>.md``.
 """
@@ -33,8 +35,11 @@ VALIDATION_CSV_COLUMNS = (
     "group",
     "target",
     "fit",
+    "data",
     "ours",
     "ours_sigma",
+    "ours_low",
+    "ours_high",
     "ours_loo",
     "paper",
     "unit",
@@ -43,14 +48,18 @@ VALIDATION_CSV_COLUMNS = (
     "ours_as_paper",
     "as_paper_error_pct",
     "tolerance_pct",
+    "tolerance_abs",
     "status",
     "loo_status",
     "source",
     "note",
 )
-"""Columns of ``hbq_validation.csv``: ``fit`` is ``fitted`` (the PE model was fitted on the
+"""Columns of every ``<set>_validation.csv``: ``fit`` is ``fitted`` (a model was fitted on the
 paper's figure, or on the points it is computed from: agreement is in sample) or ``predicted``
-(not used in any fit); ``ours_sigma`` one sigma; ``ours_loo`` the leave-one-out prediction of a
+(not used in any fit); ``data`` says whether our value comes from ``real`` or ``synthetic``
+inputs; ``ours_sigma`` one sigma; ``ours_low`` / ``ours_high`` our band, for rows judged by
+whether the published figure lies inside it; ``tolerance_pct`` the agreement asked for in
+percent, ``tolerance_abs`` in the row's unit; ``ours_loo`` the leave-one-out prediction of a
 fitted row (the model refitted without its points) and ``loo_status`` that prediction judged
 against the same tolerance; empty cells where a column does not apply."""
 
@@ -71,8 +80,11 @@ def _target_cells(t: Target) -> list[str]:
         t.group,
         t.name,
         t.fit,
+        t.data,
         _num(t.ours),
         _num(t.ours_sigma, 2),
+        _num(t.ours_low),
+        _num(t.ours_high),
         _num(t.ours_loo),
         _num(t.paper),
         t.unit,
@@ -81,6 +93,7 @@ def _target_cells(t: Target) -> list[str]:
         _num(t.ours_as_paper),
         _num(t.as_paper_error_pct, 3),
         "" if t.tolerance_pct is None else f"{t.tolerance_pct:g}",
+        "" if t.tolerance_abs is None else f"{t.tolerance_abs:g}",
         t.status,
         t.loo_status,
         " ".join(t.source.split()),
@@ -91,8 +104,11 @@ def _target_cells(t: Target) -> list[str]:
 _MD_HEADERS = {
     "target": "target",
     "fit": "fitted / predicted",
+    "data": "data",
     "ours": "ours",
     "ours_sigma": "1 sigma",
+    "ours_low": "band low",
+    "ours_high": "band high",
     "ours_loo": "ours LOO",
     "paper": "paper",
     "unit": "unit",
@@ -101,14 +117,28 @@ _MD_HEADERS = {
     "ours_as_paper": "ours as [R-PM] counts",
     "as_paper_error_pct": "error %, as [R-PM] counts",
     "tolerance_pct": "tol. %",
+    "tolerance_abs": "tol.",
     "status": "status",
     "loo_status": "LOO status",
     "note": "note",
 }
 """Markdown header of each CSV column the Markdown tables show (not group and source)."""
 
-_AS_PAPER_COLUMNS = ("ours_as_paper", "as_paper_error_pct")
-_LOO_COLUMNS = ("ours_loo", "loo_error_pct", "loo_status")
+_OPTIONAL_COLUMNS = {
+    "data": lambda t: bool(t.data),
+    "ours_sigma": lambda t: not math.isnan(t.ours_sigma),
+    "ours_low": lambda t: t.has_band,
+    "ours_high": lambda t: t.has_band,
+    "ours_loo": lambda t: not math.isnan(t.ours_loo),
+    "loo_error_pct": lambda t: not math.isnan(t.ours_loo),
+    "loo_status": lambda t: not math.isnan(t.ours_loo),
+    "ours_as_paper": lambda t: not math.isnan(t.ours_as_paper),
+    "as_paper_error_pct": lambda t: not math.isnan(t.ours_as_paper),
+    "tolerance_pct": lambda t: t.tolerance_pct is not None,
+    "tolerance_abs": lambda t: t.tolerance_abs is not None,
+}
+"""Markdown columns shown in a group's table only where one of its rows has them (the [R-PM]
+accounting, leave-one-out, band, tolerance columns...)."""
 
 
 def _status_counts(counts: dict[str, int]) -> str:
@@ -160,16 +190,36 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(out)
 
 
-def format_validation_table(v: Validation, group_titles: Mapping[str, str]) -> str:
+def _ours_cell(t: Target) -> str:
+    """Our value with its one sigma (``1.2 ±0.1``) or its band (``1.2 (1.1..1.3)``)."""
+    if t.has_band:
+        return f"{_num(t.ours)} ({_num(t.ours_low)}..{_num(t.ours_high)})"
+    sig = "" if math.isnan(t.ours_sigma) else f"±{_num(t.ours_sigma, 2)}"
+    return f"{_num(t.ours)} {sig}".strip()
+
+
+def _ours_header(rows: Sequence[Target]) -> str:
+    band = any(t.has_band for t in rows)
+    sigma = any(not math.isnan(t.ours_sigma) for t in rows)
+    spread = [w for w, has in (("1 sigma", sigma), ("band", band)) if has]
+    return f"ours ({' | '.join(spread)})" if spread else "ours"
+
+
+def format_validation_table(
+    v: Validation, group_titles: Mapping[str, str], *, notes: bool = False
+) -> str:
     """Readable text of a validation (what ``coaccel validate NAME`` prints).
 
     Args:
         v: the validation.
         group_titles: group -> section title, in the order to print (groups not named are
             printed last under their own name).
+        notes: also print the validation's notes (``note: ...``) before the summary.
 
     Returns:
-        One block per target group, then the status counts (no trailing newline).
+        One block per target group (its rows, then why the rows that are not ``ok`` differ),
+        the notes if asked, then the summary line ``targets: predicted: ...; fitted (in
+        sample): ...`` (no trailing newline).
     """
     blocks = []
     for group, title in _titles(v, group_titles).items():
@@ -179,18 +229,13 @@ def format_validation_table(v: Validation, group_titles: Mapping[str, str]) -> s
         body = []
         as_paper = any(not math.isnan(t.ours_as_paper) for t in rows)
         has_loo = any(not math.isnan(t.ours_loo) for t in rows)
+        has_data = any(t.data for t in rows)
         for t in rows:
             err = "" if math.isnan(t.error_pct) else f"{t.error_pct:+.1f}%"
-            sig = "" if math.isnan(t.ours_sigma) else f"±{_num(t.ours_sigma, 2)}"
-            row = [
-                t.name,
-                t.fit,
-                f"{_num(t.ours)} {sig}".strip(),
-                _num(t.paper),
-                t.unit,
-                err,
-                t.status,
-            ]
+            row = [t.name, t.fit]
+            if has_data:
+                row.append(t.data)
+            row += [_ours_cell(t), _num(t.paper), t.unit, err, t.status]
             if has_loo:
                 e3 = "" if math.isnan(t.loo_error_pct) else f" ({t.loo_error_pct:+.1f}%)"
                 row.append(f"{_num(t.ours_loo)}{e3} {t.loo_status}".strip())
@@ -198,7 +243,8 @@ def format_validation_table(v: Validation, group_titles: Mapping[str, str]) -> s
                 e2 = "" if math.isnan(t.as_paper_error_pct) else f" ({t.as_paper_error_pct:+.1f}%)"
                 row.append(f"{_num(t.ours_as_paper)}{e2}")
             body.append(row)
-        headers = ["target", "fit", "ours (1 sigma)", "paper", "unit", "error", "status"]
+        headers = ["target", "fit"] + (["data"] if has_data else [])
+        headers += [_ours_header(rows), "paper", "unit", "error", "status"]
         if has_loo:
             headers.append("leave-one-out (error) status")
         if as_paper:
@@ -207,14 +253,17 @@ def format_validation_table(v: Validation, group_titles: Mapping[str, str]) -> s
         lines = [title, "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
         lines.append("  ".join("-" * w for w in widths))
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in body]
-        differs = [t for t in rows if t.status in ("differs", "baseline missing", "info")]
+        explained = ("differs", "baseline missing", "info", "no paper value")
         by_note: dict[str, list[str]] = {}
-        for t in differs:
-            by_note.setdefault(" ".join(t.note.split()), []).append(t.name)
+        for t in rows:
+            if t.status in explained and t.note.strip():
+                by_note.setdefault(" ".join(t.note.split()), []).append(t.name)
         for note, names in by_note.items():
             who = names[0] if len(names) == 1 else f"{len(names)} rows above"
             lines.append(f"  why ({who}): {note}")
         blocks.append("\n".join(lines))
+    if notes and v.notes:
+        blocks.append("\n".join(f"note: {n}" for n in v.notes))
     blocks.append(f"targets: {validation_summary(v)}")
     return "\n\n".join(blocks)
 
@@ -259,13 +308,10 @@ def write_validation_report(
         if not rows:
             continue
         md += [f"## {heading}", ""]
-        # the [R-PM]-accounting pair only where the group has it
-        has_as_paper = any(not math.isnan(t.ours_as_paper) for t in rows)
-        has_loo = any(not math.isnan(t.ours_loo) for t in rows)
         cols = [
             c
             for c in _MD_HEADERS
-            if (has_as_paper or c not in _AS_PAPER_COLUMNS) and (has_loo or c not in _LOO_COLUMNS)
+            if c not in _OPTIONAL_COLUMNS or any(_OPTIONAL_COLUMNS[c](t) for t in rows)
         ]
         keep = [VALIDATION_CSV_COLUMNS.index(c) for c in cols]
         md.append(

@@ -3,8 +3,9 @@ validation rows.
 
 :func:`pe_targets` compares :func:`coaccel.cost.pe_model` with every published whole-PE row it
 was calibrated on (per-MAC area, µm², and energy, fJ, at 28 nm; ±5 %), with the leave-one-out
-prediction of each fitted row. Any ASIC target priced by the PE model shows these rows; the sweep
-report uses them for the validation error of a PE figure.
+prediction of each fitted row; the README's rounded areas come from
+``arch_configs/validation/hbq.yaml``. Any ASIC target priced by the PE model shows these rows;
+the sweep report uses them for the validation error of a PE figure.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 from typing import Any
 
 from ..cost import PeFormat, pe_model
+from .published import load_published
 from .targets import Target
 
 __all__ = ["loo_of", "pe_targets"]
@@ -87,33 +89,39 @@ def pe_targets() -> list[Target]:
                 ),
             )
         )
-    readme = "[R-README] table, Area/MAC column (TSMC 28 nm)"
+    readme = load_published("hbq")
     hbq: dict[str, Any] = dict(
         weight="e2m1", act="e2m2", block=128, scale="e5m3", l2_act="sig1", l2_weight="mix"
     )
-    for name, pe, paper, label in (
+    for name, pe, key, label in (
         (
             "README MXFP4 area (PoT W4A4 B32)",
             PeFormat(weight="e2m1", act="e2m1", block=32, scale="pot"),
-            64.0,
+            "readme_area.mxfp4",
             "BQ PoT W4A4 B32 area (MXFP4)",
         ),
         (
             "README NVFP4 area (E5M3 W4A4 B16)",
             PeFormat(weight="e2m1", act="e2m1", block=16, scale="e5m3"),
-            93.0,
+            "readme_area.nvfp4",
             "BQ E5M3 W4A4 B16 area",
         ),
-        ("README HBQ-E area", PeFormat(ub=32, **hbq), 72.0, "HBQ W4A5 B128 ub32 area"),
-        ("README HBQ-A area", PeFormat(ub=8, **hbq), 87.0, "HBQ W4A5 B128 ub8 area"),
+        (
+            "README HBQ-E area",
+            PeFormat(ub=32, **hbq),
+            "readme_area.hbq_e",
+            "HBQ W4A5 B128 ub32 area",
+        ),
+        ("README HBQ-A area", PeFormat(ub=8, **hbq), "readme_area.hbq_a", "HBQ W4A5 B128 ub8 area"),
     ):
+        fig = readme[key]
         out.append(
             _pe_row(
                 "pe_area",
                 name,
                 pe,
-                paper,
-                readme,
+                fig.value,
+                fig.source,
                 label,
                 f"fitted: the README rounds the calibration point '{label}', on which the PE "
                 "model was fitted, so ours is in sample; ours_loo = predicted by the model "
@@ -121,5 +129,3 @@ def pe_targets() -> list[Target]:
             )
         )
     return out
-
-

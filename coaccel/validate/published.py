@@ -27,7 +27,6 @@ Public: :class:`PublishedFigure`, :class:`PublishedFigures` (the schema),
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +54,17 @@ COUNT_UNITS = frozenset({"1", "x", "%", "cycles", "tokens"})
 :func:`coaccel.spine.units.parse_unit`: ``1`` (a fraction), ``x`` (a ratio), ``%`` (a
 percentage), ``cycles``, ``tokens``."""
 
-_CITATION = re.compile(r"\[[A-Z][A-Z0-9]*(?:-[A-Z0-9]+)*\]")
+
+def _cites_a_key(text: str) -> bool:
+    """Whether ``text`` holds a reference key: upper-case letters and digits in brackets, in
+    hyphen-joined parts, starting with a letter (the keys of ``docs/references.md``)."""
+    for part in text.split("[")[1:]:
+        key, closed, _ = part.partition("]")
+        words = key.split("-")
+        well_formed = all(w.isascii() and w.isalnum() and w == w.upper() for w in words)
+        if closed and len(key) > 1 and key[0].isalpha() and well_formed:
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -66,7 +75,7 @@ class PublishedFigure:
         value: the figure, in :attr:`unit`.
         unit: its unit: a physical unit (``B/s``, ``ns``, ``J``, ``um2/MAC``) or one of
             :data:`COUNT_UNITS`.
-        source: where it is published: a ``[KEY]`` of ``docs/references.md`` and the place in
+        source: where it is published: a reference key of ``docs/references.md`` and the place in
             the source (table, file, abstract), or ``[DERIVED]`` and how it was obtained from
             published material.
         note: what the figure is, where its source leaves something open.
@@ -85,9 +94,10 @@ class PublishedFigure:
                 f"unit: unknown unit {self.unit!r}; use a physical unit (B/s, ns, J, um2/MAC, "
                 f"...) or one of {', '.join(sorted(COUNT_UNITS))}"
             )
-        if not _CITATION.search(self.source):
+        if not _cites_a_key(self.source):
             out.append(
-                f"source: {self.source!r} cites no reference key ([KEY] of docs/references.md)"
+                f"source: {self.source!r} cites no reference key (a bracketed key of "
+                "docs/references.md)"
             )
         return out
 

@@ -1,9 +1,19 @@
 """Validation rows shared by every `coaccel validate <paper>`: Target and Validation.
 
-A :class:`Target` is one published figure beside our value, its unit, the tolerance asked for,
-the error, whether the figure was used in a fit (``fitted``) or not (``predicted``) and a note
-saying how our value was obtained and what drives a difference. A :class:`Validation` is the
-rows plus notes; the report layer prints and writes it.
+A :class:`Target` is one published figure beside our value, its unit, the agreement asked for,
+the error, whether the figure was used in a fit (``fitted``) or not (``predicted``), whether our
+value comes from real or synthetic inputs, and a note saying how our value was obtained and what
+drives a difference. A :class:`Validation` is the rows plus notes; the report layer prints and
+writes it.
+
+Each row is judged by one rule (:attr:`Target.rule`), and every row of a group by the same one:
+
+* ``relative``: ``|ours / paper - 1| <= tolerance_pct`` (a stated percentage);
+* ``absolute``: ``|ours - paper| <= tolerance_abs`` in the row's unit (a curve's MAPE against
+  0 %, a correlation against 1);
+* ``band``: the published figure lies inside our band ``[ours_low, ours_high]`` (our value
+  under the stated perturbation of the model's inputs);
+* none: an information row (``info``).
 """
 
 from __future__ import annotations
@@ -14,11 +24,19 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-__all__ = ["FIT_ROLES", "ErrorSummary", "Target", "Validation"]
+__all__ = ["DATA_KINDS", "FIT_ROLES", "RULES", "ErrorSummary", "Target", "Validation"]
 
 FIT_ROLES = ("predicted", "fitted")
 """Values of :attr:`Target.fit`: ``predicted`` (the paper's figure was not used in any fit),
 ``fitted`` (it is, or is computed from, a point a model was fitted on)."""
+
+DATA_KINDS = ("", "real", "synthetic")
+"""Values of :attr:`Target.data`: the inputs behind our value are ``real`` (a real model's
+activations, a measured curve) or ``synthetic`` (a seeded generator); empty where our value does
+not depend on input data."""
+
+RULES = ("relative", "absolute", "band", "")
+"""Values of :attr:`Target.rule` (module docstring); empty: no rule, an information row."""
 
 
 @dataclass(frozen=True)
@@ -29,9 +47,11 @@ class Target:
         group: ``pe_area``, ``pe_energy``, ``claim``, ``system_energy`` or ``speedup``.
         name: what is compared.
         ours: our value.
-        paper: the paper's value (NaN when the sources give none).
+        paper: the paper's value (NaN when the sources give none); for a measured figure, the
+            measurement.
         unit: the unit of both.
-        tolerance_pct: the agreement asked for, percent (None: no tolerance stated).
+        tolerance_pct: the agreement asked for, percent of the paper's value (None: none
+            stated).
         ours_sigma: one-sigma uncertainty of our value (NaN if not stated).
         ours_loo: our value predicted without this point in the fit (NaN if not a fit point).
         ours_as_paper: our simulated value counted the way the paper's model counts (NaN
@@ -57,12 +77,53 @@ class Target:
     ours_loo: float = math.nan
     ours_as_paper: float = math.nan
     fit: Literal["fitted", "predicted"] = "predicted"
+    ours_low: float = math.nan
+    ours_high: float = math.nan
+    tolerance_abs: float | None = None
+    data: Literal["", "real", "synthetic"] = ""
 
     def __post_init__(self) -> None:
+        where = f"Target {self.name!r}"
         if self.fit not in FIT_ROLES:
             raise ValueError(
-                f"Target {self.name!r}: fit must be one of {', '.join(FIT_ROLES)}, got {self.fit!r}"
+                f"{where}: fit must be one of {', '.join(FIT_ROLES)}, got {self.fit!r}"
             )
+        if self.data not in DATA_KINDS:
+            valid = ", ".join(repr(d) for d in DATA_KINDS)
+            raise ValueError(f"{where}: data must be one of {valid}, got {self.data!r}")
+        if math.isnan(self.ours_low) != math.isnan(self.ours_high):
+            raise ValueError(f"{where}: a band needs both ours_low and ours_high")
+        if self.ours_low > self.ours_high:
+            raise ValueError(
+                f"{where}: band [{self.ours_low:g}, {self.ours_high:g}] is out of order"
+            )
+        rules = [
+            name
+            for name, given in (
+                ("a band", self.has_band),
+                ("tolerance_pct", self.tolerance_pct is not None),
+                ("tolerance_abs", self.tolerance_abs is not None),
+            )
+            if given
+        ]
+        if len(rules) > 1:
+            raise ValueError(f"{where}: one rule per row, got {' and '.join(rules)}")
+
+    @property
+    def has_band(self) -> bool:
+        """Whether the row carries a band (:attr:`ours_low`, :attr:`ours_high`)."""
+        return not math.isnan(self.ours_low)
+
+    @property
+    def rule(self) -> Literal["relative", "absolute", "band", ""]:
+        """How the row is judged (:data:`RULES`, module docstring)."""
+        if self.has_band:
+            return "band"
+        if self.tolerance_pct is not None:
+            return "relative"
+        if self.tolerance_abs is not None:
+            return "absolute"
+        return ""
 
     @property
     def error_pct(self) -> float:
@@ -87,16 +148,25 @@ class Target:
 
     @property
     def status(self) -> Literal["ok", "differs", "no paper value", "baseline missing", "info"]:
-        """``ok`` within tolerance, ``differs`` outside it, ``info`` without a tolerance,
-        ``baseline missing`` when our side cannot be computed (a figure the sources lack)."""
+        """``ok`` when the row's rule (:attr:`rule`) holds, ``differs`` when it does not,
+        ``info`` without a rule, ``no paper value`` without a published figure, ``baseline
+        missing`` when our side cannot be computed (a figure the sources lack)."""
         if math.isnan(self.ours):
             return "baseline missing"
         if math.isnan(self.paper):
             return "no paper value"
-        if self.tolerance_pct is None:
-            return "info"
-        # 1e-9 points of slack: 110 vs 100 at ±10 % is within, whatever the float rounding.
-        return "ok" if abs(self.error_pct) <= self.tolerance_pct + 1e-9 else "differs"
+        rule = self.rule
+        if rule == "band":
+            # inside means inside: the band's ends are computed like our value
+            return "ok" if self.ours_low <= self.paper <= self.ours_high else "differs"
+        if rule == "relative":
+            # 1e-9 points of slack: 110 vs 100 at ±10 % is within, whatever the float rounding.
+            tol = self.tolerance_pct or 0.0
+            return "ok" if abs(self.error_pct) <= tol + 1e-9 else "differs"
+        if rule == "absolute":
+            tol = self.tolerance_abs or 0.0
+            return "ok" if abs(self.ours - self.paper) <= tol * (1 + 1e-12) else "differs"
+        return "info"
 
     @property
     def loo_status(self) -> Literal["ok", "differs", ""]:
@@ -173,9 +243,9 @@ class Validation:
     def error_summary(self, group: str) -> ErrorSummary:
         """RMS and largest error over the like rows of a group.
 
-        Only rows that are judged (a paper value, our value and a tolerance: status ``ok`` or
-        ``differs``) are taken; information rows (no tolerance: breakdowns, terms in other
-        units) never enter an average.
+        Only rows that are judged (a paper value, our value and a rule: status ``ok`` or
+        ``differs``) and have a relative error (not a MAPE against 0 %) are taken; information
+        rows (no rule: breakdowns, terms in other units) never enter an average.
 
         Args:
             group: the group (``"system_energy"``).
@@ -187,7 +257,11 @@ class Validation:
             ValueError: the judged rows of the group do not share one unit, so their errors
                 are not alike.
         """
-        rows = [t for t in self.select(group) if t.status in ("ok", "differs")]
+        rows = [
+            t
+            for t in self.select(group)
+            if t.status in ("ok", "differs") and not math.isnan(t.error_pct)
+        ]
         units = sorted({t.unit for t in rows})
         if len(units) > 1:
             raise ValueError(

@@ -370,14 +370,7 @@ def column_events(
         TypeError: q or k not int8. ValueError: bad shapes or options.
     """
     qa, ka = np.asarray(q), np.asarray(k)
-    if qa.dtype != np.int8 or ka.dtype != np.int8:
-        raise TypeError(f"q, k: need int8, got {qa.dtype}, {ka.dtype}")
-    if qa.ndim != 3 or ka.ndim != 3 or qa.shape[1:] != ka.shape[1:] or qa.shape[0] % ka.shape[0]:
-        raise ValueError(f"need q [Hq, T, d] and k [Hkv, T, d] with Hkv | Hq; got {qa.shape}, "
-                         f"{ka.shape}")  # fmt: skip
-    _check_tau(tau)
-    if order not in ("ascending", "window_first"):
-        raise ValueError(f"order: unknown value {order!r}; valid: ascending, window_first")
+    _check_column_args(qa, ka, tau, order)
     hq, t_n, d = qa.shape
     hkv = ka.shape[0]
     g = hq // hkv
@@ -385,15 +378,7 @@ def column_events(
         ka, theta=theta, delta_mode=delta_mode, refresh_period=refresh_period, n_sink=n_sink
     )
     valid, exact = score_regions(np.arange(t_n), t_n, window=window, n_sink=n_sink, causal=causal)
-    c_head = (
-        _head_scale("q_scale", q_scale, hq)
-        * np.repeat(_head_scale("k_scale", k_scale, hkv), g)
-        * math.log2(math.e)
-        / math.sqrt(d)
-    )
-    enc = [log2_scale(float(c)) for c in c_head]
-    mant = np.array([m for m, _ in enc], dtype=np.int64)
-    shift = np.array([s for _, s in enc], dtype=np.int64)
+    mant, shift = _score_scales(q_scale, k_scale, hq, hkv, d)
     tau_e = None if math.isinf(tau) else math.floor(tau * 256 + 0.5)
     nb = -(-t_n // query_block)
     valid_b = _blocks(valid, query_block)
@@ -412,26 +397,12 @@ def column_events(
     events = []
     fine = skipped = 0
     for h in range(hkv):
-        qh = qa[h * g : (h + 1) * g].astype(np.float64)
+        heads = slice(h * g, (h + 1) * g)
+        qh = qa[heads].astype(np.float64)
         s_exact = qh @ ka[h].astype(np.float64).T
         s_delta = qh @ dk.keys_hat[h].astype(np.float64).T
         sc = np.where(exact, s_exact, np.where(valid, s_delta, 0.0)).astype(np.int64)
-        run = np.where(valid, sc, _NEG)
-        if orders is None:
-            run = np.maximum.accumulate(run, axis=2)
-        else:
-            for b, cols in enumerate(orders):
-                cols = cols[cols >= 0]
-                rows = slice(b * query_block, min((b + 1) * query_block, t_n))
-                blk = np.maximum.accumulate(run[:, rows][:, :, cols], axis=2)
-                run[:, rows, :] = _scatter_cols(run[:, rows], blk, cols)
-        if tau_e is None:
-            small = np.zeros(sc.shape, dtype=bool)
-        else:
-            diff = np.where(valid, run - sc, 0)
-            e = np.minimum((diff * mant[h * g : (h + 1) * g, None, None])
-                           >> shift[h * g : (h + 1) * g, None, None], EXP_MAX_Q8)  # fmt: skip
-            small = valid & (e >= tau_e)
+        small = _small_scores(sc, valid, orders, query_block, mant[heads], shift[heads], tau_e)
         fine += int(np.count_nonzero(small))
         small_b = _blocks(small, query_block)  # [G, nb, P, T]
         hide = np.all(small_b | ~valid_b[None], axis=(0, 2))
@@ -461,6 +432,64 @@ def column_events(
         skipped_elements=skipped,
         delta_nonzeros=nz,
     )
+
+
+def _check_column_args(qa: np.ndarray, ka: np.ndarray, tau: float, order: str) -> None:
+    """Raise TypeError for q or k not int8, ValueError for bad shapes, ``tau`` or ``order``."""
+    if qa.dtype != np.int8 or ka.dtype != np.int8:
+        raise TypeError(f"q, k: need int8, got {qa.dtype}, {ka.dtype}")
+    if qa.ndim != 3 or ka.ndim != 3 or qa.shape[1:] != ka.shape[1:] or qa.shape[0] % ka.shape[0]:
+        raise ValueError(f"need q [Hq, T, d] and k [Hkv, T, d] with Hkv | Hq; got {qa.shape}, "
+                         f"{ka.shape}")  # fmt: skip
+    _check_tau(tau)
+    if order not in ("ascending", "window_first"):
+        raise ValueError(f"order: unknown value {order!r}; valid: ascending, window_first")
+
+
+def _score_scales(
+    q_scale: npt.ArrayLike, k_scale: npt.ArrayLike, hq: int, hkv: int, d: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Per query head, the fixed-point factor ``mant >> shift`` (:func:`log2_scale`) that turns
+    an integer score difference into log2 units: ``q_scale * k_scale * log2(e) / sqrt(d)``."""
+    c_head = (
+        _head_scale("q_scale", q_scale, hq)
+        * np.repeat(_head_scale("k_scale", k_scale, hkv), hq // hkv)
+        * math.log2(math.e)
+        / math.sqrt(d)
+    )
+    enc = [log2_scale(float(c)) for c in c_head]
+    mant = np.array([m for m, _ in enc], dtype=np.int64)
+    shift = np.array([s for _, s in enc], dtype=np.int64)
+    return mant, shift
+
+
+def _small_scores(
+    sc: npt.NDArray[np.int64],
+    valid: npt.NDArray[np.bool_],
+    orders: list[np.ndarray] | None,
+    query_block: int,
+    mant: npt.NDArray[np.int64],
+    shift: npt.NDArray[np.int64],
+    tau_e: int | None,
+) -> npt.NDArray[np.bool_]:
+    """``[G, T, T]``: the valid elements whose score lies ``tau`` or more (log2 units, Q8
+    ``tau_e``; None: none) below the running maximum of their row, taken in column order
+    (ascending, or each query block's ``orders``)."""
+    t_n = sc.shape[1]
+    run = np.where(valid, sc, _NEG)
+    if orders is None:
+        run = np.maximum.accumulate(run, axis=2)
+    else:
+        for b, cols in enumerate(orders):
+            cols = cols[cols >= 0]
+            rows = slice(b * query_block, min((b + 1) * query_block, t_n))
+            blk = np.maximum.accumulate(run[:, rows][:, :, cols], axis=2)
+            run[:, rows, :] = _scatter_cols(run[:, rows], blk, cols)
+    if tau_e is None:
+        return np.zeros(sc.shape, dtype=bool)
+    diff = np.where(valid, run - sc, 0)
+    e = np.minimum((diff * mant[:, None, None]) >> shift[:, None, None], EXP_MAX_Q8)
+    return valid & (e >= tau_e)
 
 
 def _scatter_cols(base: np.ndarray, blk: np.ndarray, cols: np.ndarray) -> np.ndarray:

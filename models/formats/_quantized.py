@@ -402,8 +402,9 @@ def _flag_clamped(q: QuantizedTensor, a: npt.NDArray[Any], ax: int) -> Quantized
     """Count the blocks the scale range could not represent; warn once per format.
 
     Only blocks whose scale code is at either end of the scale format's range can be clamped,
-    so the exact check (input magnitudes against decoded magnitudes) runs on those alone and
-    costs nothing for in-range data.
+    so the exact check (input magnitudes against decoded magnitudes) gathers and decodes those
+    blocks alone: it costs nothing for in-range data, and little for a tensor with a few edge
+    blocks (NVFP4's block holding the tensor's amax always has the largest scale).
     """
     rng = _scale_code_range(q.spec)
     if rng is None or q.scales.size == 0:
@@ -413,9 +414,23 @@ def _flag_clamped(q: QuantizedTensor, a: npt.NDArray[Any], ax: int) -> Quantized
     if not edge.any():
         return q
     block = q.codes.shape[-1]
-    xb = block_axis(np.nan_to_num(a, nan=0.0, posinf=0.0, neginf=0.0), ax, block)
-    amax = np.abs(xb[edge]).max(axis=-1)
-    dmax = np.abs(q.dequantize_blocks()[edge]).max(axis=-1)
+    # The input elements of the edge blocks, (n_edge, block), zero past the end of the axis
+    # (block_axis's padding).
+    idx = np.nonzero(edge)
+    moved = np.moveaxis(np.asarray(a), ax, -1)
+    n = moved.shape[-1]
+    cols = idx[-1][:, None] * block + np.arange(block)
+    lead = tuple(i[:, None] for i in idx[:-1])
+    xe = np.nan_to_num(moved[lead + (np.minimum(cols, n - 1),)], nan=0.0, posinf=0.0, neginf=0.0)
+    xe = np.where(cols < n, xe.astype(np.float64), 0.0)
+    amax = np.abs(xe).max(axis=-1)
+    # The same blocks decoded: every per-block field of the container restricted to them.
+    sub = dataclasses.replace(
+        q, codes=q.codes[edge], scales=s[edge],
+        l2_codes=None if q.l2_codes is None else q.l2_codes[edge],
+        scheme=None if q.scheme is None else q.scheme[edge],
+    )  # fmt: skip
+    dmax = np.abs(sub.dequantize_blocks()).max(axis=-1)
     clamped = int(((amax > 1.5 * dmax) | ((amax > 0) & (dmax == 0))).sum())
     if not clamped:
         return q

@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._bf16 import bf16_bits_to_f32, f32_to_bf16_bits, round_bf16
+from ._checks import check_integer_fields
 
 __all__ = [
     "BLOCK_N_CHOICES",
@@ -90,11 +91,10 @@ class DecodeShape:
     head_dim: int = 128
 
     def __post_init__(self) -> None:
-        for name in ("batch", "context", "q_heads", "kv_heads", "head_dim"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"DecodeShape.{name}={v!r} must be a positive integer")
-            object.__setattr__(self, name, int(v))
+        names = ("batch", "context", "q_heads", "kv_heads", "head_dim")
+        check_integer_fields(self, names)
+        for name in names:
+            object.__setattr__(self, name, int(getattr(self, name)))
         if self.q_heads % self.kv_heads:
             raise ValueError(
                 f"DecodeShape: q_heads={self.q_heads} must be a multiple of "

@@ -59,6 +59,7 @@ from ._splitk import (
     PDtype,
     SplitPartials,
     SplitPlan,
+    TileScores,
     _check_inputs,
     _tree_sum,
     dense_attention_f64,
@@ -67,7 +68,13 @@ from ._splitk import (
     reduce_partials,
     split_k_partials_gathered,
 )
-from ._trace import emit_partial_writes, emit_reduce_kernel
+from ._trace import (
+    KernelRecords,
+    emit_partial_writes,
+    emit_reduce_kernel,
+    split_cta_coords,
+    tile_activity,
+)
 
 __all__ = [
     "DEFAULT_DELTA",
@@ -500,15 +507,8 @@ def ffd_decode(
     _check_inputs(inputs, shape)
     if cache is None:
         cache = quantize_keys(inputs.k, block_n)
-    if (
-        cache.block_tokens != block_n
-        or cache.quantized_tokens + cache.tail.shape[1] != shape.context
-    ):
-        raise ValueError("ffd_decode: the cache does not match block_n and the context")
-    if cache.n_blocks < 1:
-        raise ValueError(f"ffd_decode: context {shape.context} holds no full block of {block_n}")
+    _check_cache(cache, shape, block_n)
     b, hq, hkv, d, g = shape.batch, shape.q_heads, shape.kv_heads, shape.head_dim, shape.group
-    t, ntb, tq = shape.context, cache.n_blocks, cache.quantized_tokens
     q16 = _to_f16(bf16_bits_to_f32(inputs.q)).reshape(b, hkv, g, d)
     sq = _scan_sq(q16, cache)
     approx = _scaled(sq, d)
@@ -517,18 +517,72 @@ def ffd_decode(
         recent_tokens=recent_tokens,
     )  # fmt: skip
     keep_q = ffd_keep(approx, thr, block_n, keep_ratio=keep_ratio)
-    n_tiles = -(-t // block_n)
-    tile_keep = np.ones((b, hkv, n_tiles), dtype=bool)
-    tile_keep[:, :, :ntb] = keep_q
-    q32 = bf16_bits_to_f32(inputs.q).reshape(b, hkv, g, d)
-    q16f = q16.astype(np.float32)
-    pos = np.arange(block_n)
+    tile_keep = np.ones((b, hkv, -(-shape.context // block_n)), dtype=bool)
+    tile_keep[:, :, : cache.n_blocks] = keep_q
+    scores = _exact_scores(inputs.q, sq, cache, residual=residual)
+    partials = split_k_partials_gathered(
+        inputs.v, plan, tile_keep, scores, softmax_base="2", p_dtype=p_dtype
+    )
+    out = reduce_partials(partials)
+    ratio = float(keep_q.mean())
+    ref = dense_attention_f64(inputs, shape) if dense else None
+    rel, mx = _errors(out, ref)
+    metrics: dict[str, Any] = {"keep_ratio": [ratio, "1"]}
+    if ref is not None:
+        metrics["attn_out_rel_err"] = [rel, "1"]
+        metrics["attn_out_max_abs_err"] = [mx, "1"]
+    trace = _ffd_trace(
+        plan, tile_keep, n_blocks=cache.n_blocks, sink_tokens=sink_tokens,
+        recent_tokens=recent_tokens, residual=residual, seed=used_seed,
+        workload={"delta": delta, "delta_base": delta_base, "keep_rule":
+                  "top-delta" if keep_ratio is None else "forced", "p_dtype": p_dtype,
+                  "metrics": metrics},
+    )  # fmt: skip
+    return FfdResult(
+        plan=plan, inputs=inputs, cache=cache, threshold=thr.reshape(b, hq),
+        tile_keep=tile_keep, keep_ratio=ratio, partials=partials, out=out, dense=ref,
+        rel_error=rel, max_abs_error=mx, trace=trace,
+    )  # fmt: skip
+
+
+def _check_cache(cache: FfdCache, shape: DecodeShape, block_n: int) -> None:
+    """Raise ValueError unless ``cache`` holds the context of ``shape`` in blocks of
+    ``block_n`` tokens, at least one of them full."""
+    if (
+        cache.block_tokens != block_n
+        or cache.quantized_tokens + cache.tail.shape[1] != shape.context
+    ):
+        raise ValueError("ffd_decode: the cache does not match block_n and the context")
+    if cache.n_blocks < 1:
+        raise ValueError(f"ffd_decode: context {shape.context} holds no full block of {block_n}")
+
+
+def _exact_scores(
+    q: npt.NDArray[np.uint16], sq: npt.NDArray[np.float32], cache: FfdCache, *, residual: bool
+) -> TileScores:
+    """The score callback of :func:`~._splitk.split_k_partials_gathered` (module docstring,
+    order of operations): for tiles ``(b, h, tile)`` the ``[n, G, BS]`` float32 log2-unit
+    scores, ``sq`` plus the residual dot for a quantized block (``sq`` alone without
+    ``residual``), the bf16 dot for the tail block, -inf past the context.
+
+    Args:
+        q: ``[B, Hq, D]`` bf16 query. sq: ``[B, Hkv, G, Tq]`` code dots (:func:`_scan_sq`).
+        cache: the key cache.
+        residual: add the FP8 residual's dot.
+    """
+    b, hkv, g, _ = sq.shape
+    d = q.shape[-1]
+    bs, ntb, tq = cache.block_tokens, cache.n_blocks, cache.quantized_tokens
+    t = tq + cache.tail.shape[1]
+    q32 = bf16_bits_to_f32(q).reshape(b, hkv, g, d)
+    q16f = _to_f16(q32).astype(np.float32)
+    pos = np.arange(bs)
 
     def scores(
         bi: npt.NDArray[np.int64], hi: npt.NDArray[np.int64], ti: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.float32]:
-        tok = ti[:, None] * block_n + pos[None, :]  # [n, BS]
-        out = np.full((bi.size, g, block_n), -np.inf, dtype=np.float32)
+        tok = ti[:, None] * bs + pos[None, :]  # [n, BS]
+        out = np.full((bi.size, g, bs), -np.inf, dtype=np.float32)
         full = ti < ntb
         if full.any():
             f = np.flatnonzero(full)
@@ -549,34 +603,18 @@ def ffd_decode(
             out[f] = np.where(valid[:, None, :], s, np.float32(-np.inf))
         return out
 
-    partials = split_k_partials_gathered(
-        inputs.v, plan, tile_keep, scores, softmax_base="2", p_dtype=p_dtype
-    )
-    out = reduce_partials(partials)
-    ratio = float(keep_q.mean())
-    ref = dense_attention_f64(inputs, shape) if dense else None
-    if ref is not None:
-        err = bf16_bits_to_f32(out).astype(np.float64) - ref
-        rel = float(np.linalg.norm(err) / np.linalg.norm(ref))
-        mx = float(np.abs(err).max())
-    else:
-        rel = mx = math.nan
-    metrics: dict[str, Any] = {"keep_ratio": [ratio, "1"]}
-    if ref is not None:
-        metrics["attn_out_rel_err"] = [rel, "1"]
-        metrics["attn_out_max_abs_err"] = [mx, "1"]
-    trace = _ffd_trace(
-        plan, tile_keep, n_blocks=ntb, sink_tokens=sink_tokens, recent_tokens=recent_tokens,
-        residual=residual, seed=used_seed,
-        workload={"delta": delta, "delta_base": delta_base, "keep_rule":
-                  "top-delta" if keep_ratio is None else "forced", "p_dtype": p_dtype,
-                  "metrics": metrics},
-    )  # fmt: skip
-    return FfdResult(
-        plan=plan, inputs=inputs, cache=cache, threshold=thr.reshape(b, hq),
-        tile_keep=tile_keep, keep_ratio=ratio, partials=partials, out=out, dense=ref,
-        rel_error=rel, max_abs_error=mx, trace=trace,
-    )  # fmt: skip
+    return scores
+
+
+def _errors(
+    out: npt.NDArray[np.uint16], ref: npt.NDArray[np.float64] | None
+) -> tuple[float, float]:
+    """Relative Frobenius error and max absolute error of the bf16 output against the dense
+    reference (NaN, NaN without one)."""
+    if ref is None:
+        return math.nan, math.nan
+    err = bf16_bits_to_f32(out).astype(np.float64) - ref
+    return float(np.linalg.norm(err) / np.linalg.norm(ref)), float(np.abs(err).max())
 
 
 def ffd_trace(
@@ -629,9 +667,6 @@ def ffd_trace(
     )  # fmt: skip
 
 
-_PER_KEPT = 6  # residual read, residual dot, softmax, V read, PV (+ the scan's two records)
-
-
 def _ffd_trace(
     plan: SplitPlan,
     tile_keep: npt.NDArray[np.bool_],
@@ -645,27 +680,45 @@ def _ffd_trace(
 ) -> Trace:
     """Threshold kernel, sparse split kernel and reduction on stream 0 (docs/gpu_decode.md)."""
     s = plan.shape
-    b_, t_, hq, hkv, d = s.batch, s.context, s.q_heads, s.kv_heads, s.head_dim
-    g, ns, bn, eb = s.group, plan.num_splits, plan.block_n, plan.elem_bytes
-    ntb, tq = n_blocks, n_blocks * bn
-    n_tiles = -(-t_ // bn)
+    n_tiles = -(-s.context // plan.block_n)
     meta = {
         "kernel": "ffd_split_k",
-        "batch": b_, "context": t_, "q_heads": hq, "kv_heads": hkv, "head_dim": d,
-        "block_n": bn, "num_splits": ns, "split_tokens": plan.split_tokens,
-        "n_stages": plan.n_stages, "mma_m": plan.mma_m, "kv_layout": "[B, T, Hkv, D]",
+        "batch": s.batch, "context": s.context, "q_heads": s.q_heads, "kv_heads": s.kv_heads,
+        "head_dim": s.head_dim, "block_n": plan.block_n, "num_splits": plan.num_splits,
+        "split_tokens": plan.split_tokens, "n_stages": plan.n_stages, "mma_m": plan.mma_m,
+        "kv_layout": "[B, T, Hkv, D]",
         "k_format": "2-bit codes + per-block fp32 scales + e4m3 residual", "v_format": "bf16",
         "residual": residual, "sink_tokens": sink_tokens, "recent_tokens": recent_tokens,
-        "quantized_blocks": ntb, "tiles_attended": int(tile_keep.sum()),
-        "tiles_total": b_ * hkv * n_tiles,
+        "quantized_blocks": n_blocks, "tiles_attended": int(tile_keep.sum()),
+        "tiles_total": s.batch * s.kv_heads * n_tiles,
         **dict(workload),
     }  # fmt: skip
     tb = TraceBuilder(producer="coaccel.models.gpu.ffd", workload=meta, seed=seed)
-    row, crow, rrow = d * eb, d // 4, d  # bf16 row, packed-code row, e4m3 row (B)
+    _allocate_ffd_tensors(tb, plan, n_blocks)
+    _emit_threshold_kernel(tb, plan, n_blocks, sink_tokens, recent_tokens)
+    _emit_sparse_split_kernel(tb, plan, tile_keep, n_blocks, residual)
+    emit_reduce_kernel(tb, plan, "ffd_reduce")
+    return tb.build()
+
+
+def _row_bytes(plan: SplitPlan) -> tuple[int, int, int]:
+    """Bytes per token and KV head of the bf16 rows, the packed 2-bit codes and the e4m3
+    residual, B."""
+    d = plan.shape.head_dim
+    return d * plan.elem_bytes, d // 4, d
+
+
+def _allocate_ffd_tensors(tb: TraceBuilder, plan: SplitPlan, n_blocks: int) -> None:
+    """Place the step's tensors in HBM: the query, the key cache (codes, scales, residual and
+    the bf16 tail), V, the thresholds, the partials and the output."""
+    s = plan.shape
+    b_, t_, hq, hkv, d, ns = s.batch, s.context, s.q_heads, s.kv_heads, s.head_dim, plan.num_splits
+    row, crow, rrow = _row_bytes(plan)
+    tq = n_blocks * plan.block_n
     tail_t = t_ - tq
     tb.allocate("Q", space="HBM", nbytes=b_ * hq * row)
     tb.allocate("K_codes", space="HBM", nbytes=b_ * tq * hkv * crow)
-    tb.allocate("K_scale", space="HBM", nbytes=b_ * ntb * hkv * d * 4)
+    tb.allocate("K_scale", space="HBM", nbytes=b_ * n_blocks * hkv * d * 4)
     tb.allocate("K_residual", space="HBM", nbytes=max(1, b_ * tq * hkv * rrow))
     if tail_t:
         tb.allocate("K_tail", space="HBM", nbytes=b_ * tail_t * hkv * row)
@@ -675,130 +728,165 @@ def _ffd_trace(
     tb.allocate("ML", space="HBM", nbytes=b_ * hq * ns * 2 * 4)
     tb.allocate("O", space="HBM", nbytes=b_ * hq * row)
 
-    # kernel 0: threshold, grid (B, Hkv), CTA id b + B * h
+
+def _emit_threshold_kernel(
+    tb: TraceBuilder, plan: SplitPlan, n_blocks: int, sink_tokens: int, recent_tokens: int
+) -> None:
+    """Kernel 0, ``ffd_threshold``, grid (B, Hkv), CTA id ``b + B * h``: the query, the scales
+    and codes of the sink and recent tokens, their approximate scores, the thresholds."""
+    s = plan.shape
+    b_, hq, hkv, d, g, bn = s.batch, s.q_heads, s.kv_heads, s.head_dim, s.group, plan.block_n
+    _, crow, _ = _row_bytes(plan)
+    ntb, tq = n_blocks, n_blocks * bn
     n_th = b_ * hkv
     k0 = tb.begin_kernel(
         "ffd_threshold", ctas=n_th, threads_per_cta=plan.threads_per_cta,
-        smem_bytes_per_cta=plan.mma_m * d * eb, regs_per_thread=64,
+        smem_bytes_per_cta=plan.mma_m * d * plan.elem_bytes, regs_per_thread=64,
     )  # fmt: skip
     cid = np.arange(n_th, dtype=np.int64)
     tbb, thh = cid % b_, cid // b_
     n_sink, rec0 = min(sink_tokens, tq), max(min(sink_tokens, tq), tq - recent_tokens)
     base = tb.next_seq + 7 * cid
-    mem = dict(kernel=k0, space="HBM", rw="r")
-    tb.memory_many(seq=base, cta=cid, phase="load_q", tensor="Q", addr=(tbb * hq + thh * g) * row,
-                   nbytes=g * row, count=1, **mem)  # fmt: skip
+    rec = KernelRecords(tb, plan, k0)
+    rec.query_reads(cid, base, tbb, thh)
     for j, (blk, t0, cnt) in enumerate(((0, 0, n_sink), ((tq - 1) // bn, rec0, tq - rec0))):
-        tb.memory_many(
-            seq=base + 1 + 2 * j,
-            cta=cid,
-            phase="load_scale",
-            tensor="K_scale",
-            addr=((tbb * ntb + blk) * hkv + thh) * d * 4,
-            nbytes=d * 4,
-            count=1,
-            **mem,
-        )
-        tb.memory_many(seq=base + 2 + 2 * j, cta=cid, phase="load_codes", tensor="K_codes",
-                       addr=((tbb * tq + t0) * hkv + thh) * crow, nbytes=crow,
-                       stride=hkv * crow, count=max(cnt, 1), **mem)  # fmt: skip
-    tb.compute_many(seq=base + 5, kernel=k0, cta=cid, op="gemm", unit="tensor_core",
-                    m=plan.mma_m, n=n_sink + tq - rec0, k=d, fmt_a="fp16", fmt_b="int2",
-                    dep=base + 4)  # fmt: skip
-    tb.memory_many(seq=base + 6, kernel=k0, cta=cid, phase="write_threshold", tensor="Threshold",
-                   space="HBM", rw="w", addr=(tbb * hq + thh * g) * 4, nbytes=g * 4, count=1,
-                   dep=base + 5)  # fmt: skip
+        rec.hbm("r", cid, base + 1 + 2 * j, "load_scale", "K_scale",
+                ((tbb * ntb + blk) * hkv + thh) * d * 4, d * 4)  # fmt: skip
+        rec.row_reads(cid, base + 2 + 2 * j, "load_codes", "K_codes",
+                      ((tbb * tq + t0) * hkv + thh) * crow, crow, max(cnt, 1))  # fmt: skip
+    rec.gemm(cid, base + 5, n=n_sink + tq - rec0, k=d, fmt_a="fp16", fmt_b="int2", dep=base + 4)
+    rec.hbm("w", cid, base + 6, "write_threshold", "Threshold", (tbb * hq + thh * g) * 4, g * 4,
+            dep=base + 5)  # fmt: skip
     tb.end_kernel(k0, name="ffd_threshold")
 
-    # kernel 1: sparse split kernel, grid (splits, B, Hkv), CTA id s + splits * (b + B * h)
-    n_ctas = plan.n_ctas
-    k1 = tb.begin_kernel(
-        "ffd_split", ctas=n_ctas, threads_per_cta=plan.threads_per_cta,
-        smem_bytes_per_cta=plan.mma_m * d * eb + plan.n_stages * (bn * (crow + rrow + row) + d * 4),
-        regs_per_thread=plan.regs_per_thread,
-    )  # fmt: skip
-    cta_ids = np.arange(n_ctas, dtype=np.int64)
-    sp = cta_ids % ns
-    bb = (cta_ids // ns) % b_
-    hh = cta_ids // (ns * b_)
-    nt = plan.max_tiles
-    pad = np.zeros((b_, hkv, ns * nt), dtype=bool)
-    pad[:, :, :n_tiles] = tile_keep
+
+@dataclass(frozen=True)
+class _SlotLayout:
+    """The tile slots of the sparse split kernel, ``[n_ctas, max_tiles]`` in CTA-id order.
+
+    Attributes:
+        tile: the global tile of each slot.
+        exists: the slot holds a tile of the context.
+        quantized: its tile is a full block, scanned from the codes.
+        kept: its tile is attended.
+        records: its records: a quantized slot 3 (scale, codes, scan GEMM); an attended one
+            adds its exact scores (residual read and dot: 2 when ``residual``, else 0; the
+            bf16 tail: K read and Q·K^T, 2) and 3 (softmax, V read, P·V).
+    """
+
+    tile: npt.NDArray[np.int64]
+    exists: npt.NDArray[np.bool_]
+    quantized: npt.NDArray[np.bool_]
+    kept: npt.NDArray[np.bool_]
+    records: npt.NDArray[np.int64]
+
+
+def _slot_layout(
+    plan: SplitPlan, tile_keep: npt.NDArray[np.bool_], n_blocks: int, residual: bool
+) -> _SlotLayout:
+    """The :class:`_SlotLayout` of a launch plan and keep mask."""
+    s = plan.shape
+    ns, nt, n_ctas = plan.num_splits, plan.max_tiles, plan.n_ctas
+    n_tiles = -(-s.context // plan.block_n)
     exists = np.zeros(ns * nt, dtype=bool)
     exists[:n_tiles] = True
-    # per CTA-id order (h, b, s): slots that exist, and which are attended
-    ex = np.broadcast_to(exists.reshape(ns, nt), (hkv, b_, ns, nt)).reshape(n_ctas, nt)
-    act = pad.reshape(b_, hkv, ns, nt).transpose(1, 0, 2, 3).reshape(n_ctas, nt)
-    gtile = sp[:, None] * nt + np.arange(nt)[None, :]  # global tile of each slot
-    quant = ex & (gtile < ntb)  # slots scanned from codes
-    kept = ex & act
-    # per slot records: quantized -> 3 (scale, codes, scan gemm); + per kept: residual (2 if
-    # residual) + softmax, V read, PV (3); the tail slot: K_tail read + QK gemm + 3
+    ex = np.broadcast_to(exists.reshape(ns, nt), (s.kv_heads, s.batch, ns, nt)).reshape(n_ctas, nt)
+    sp = np.arange(n_ctas, dtype=np.int64) % ns
+    gtile = sp[:, None] * nt + np.arange(nt)[None, :]
+    quant = ex & (gtile < n_blocks)
+    kept = ex & tile_activity(plan, tile_keep)
     per_slot = np.where(quant, 3, 0) + np.where(
         kept, 3 + (np.where(quant, 2 if residual else 0, 2)), 0
     )
-    per_slot = np.where(ex, per_slot, 0)
-    size = 2 + per_slot.sum(axis=1) + 2
-    first = tb.next_seq
-    cbase = first + np.concatenate([[0], np.cumsum(size)[:-1]])
-    tb.memory_many(seq=cbase, kernel=k1, cta=cta_ids, phase="load_q", tensor="Q", space="HBM",
-                   rw="r", addr=(bb * hq + hh * g) * row, nbytes=g * row, count=1)  # fmt: skip
-    tb.memory_many(seq=cbase + 1, kernel=k1, cta=cta_ids, phase="load_threshold",
-                   tensor="Threshold", space="HBM", rw="r", addr=(bb * hq + hh * g) * 4,
-                   nbytes=g * 4, count=1)  # fmt: skip
-    slot_off = np.cumsum(per_slot, axis=1) - per_slot  # offset of each slot's first record
-    ci, sl = np.nonzero(ex)
-    seq0 = cbase[ci] + 2 + slot_off[ci, sl]
-    tile = gtile[ci, sl]
+    return _SlotLayout(gtile, ex, quant, kept, np.where(ex, per_slot, 0))
+
+
+def _emit_sparse_split_kernel(
+    tb: TraceBuilder,
+    plan: SplitPlan,
+    tile_keep: npt.NDArray[np.bool_],
+    n_blocks: int,
+    residual: bool,
+) -> None:
+    """Kernel 1, ``ffd_split``, grid (splits, B, Hkv), CTA id ``s + splits * (b + B * h)``: per
+    CTA the query and threshold reads, the records of the slots of its split
+    (:func:`_emit_slots`), then the partial writes."""
+    s = plan.shape
+    hq, d, g, bn = s.q_heads, s.head_dim, s.group, plan.block_n
+    row, crow, rrow = _row_bytes(plan)
+    lay = _slot_layout(plan, tile_keep, n_blocks, residual)
+    n_ctas = plan.n_ctas
+    k1 = tb.begin_kernel(
+        "ffd_split", ctas=n_ctas, threads_per_cta=plan.threads_per_cta,
+        smem_bytes_per_cta=plan.mma_m * d * plan.elem_bytes
+        + plan.n_stages * (bn * (crow + rrow + row) + d * 4),
+        regs_per_thread=plan.regs_per_thread,
+    )  # fmt: skip
+    cta_ids = np.arange(n_ctas, dtype=np.int64)
+    _, bb, hh = split_cta_coords(plan, cta_ids)
+    size = 2 + lay.records.sum(axis=1) + 2
+    cbase = tb.next_seq + np.concatenate([[0], np.cumsum(size)[:-1]])
+    rec = KernelRecords(tb, plan, k1)
+    rec.query_reads(cta_ids, cbase, bb, hh)
+    rec.hbm("r", cta_ids, cbase + 1, "load_threshold", "Threshold", (bb * hq + hh * g) * 4, g * 4)
+    last = _emit_slots(rec, lay, cbase + 2, n_blocks, residual)
+    emit_partial_writes(tb, plan, k1, cta_ids, cbase + size - 2, last)
+    tb.end_kernel(k1, name="ffd_split")
+
+
+def _emit_slots(
+    rec: KernelRecords,
+    lay: _SlotLayout,
+    first_seq: npt.NDArray[np.int64],
+    n_blocks: int,
+    residual: bool,
+) -> npt.NDArray[np.int64]:
+    """The slot records of the sparse split kernel, CTA ``c``'s from ``first_seq[c]`` on: the
+    scan of each quantized slot (scale, codes: one 32-B sector per token and head, the
+    approximate scores), then for each attended one the exact scores (the residual, or the
+    bf16 keys of the tail) and the attention.
+
+    Returns:
+        ``[n_ctas]`` seq of each CTA's last P·V product (-1: none).
+    """
+    plan = rec.plan
+    s = plan.shape
+    t_, hkv, d, bn = s.context, s.kv_heads, s.head_dim, plan.block_n
+    row, crow, rrow = _row_bytes(plan)
+    ntb, tq = n_blocks, n_blocks * bn
+    tail_t = t_ - tq
+    _, bb, hh = split_cta_coords(plan, np.arange(plan.n_ctas, dtype=np.int64))
+    slot_off = np.cumsum(lay.records, axis=1) - lay.records  # offset of each slot's first record
+    ci, sl = np.nonzero(lay.exists)
+    seq0 = first_seq[ci] + slot_off[ci, sl]
+    tile = lay.tile[ci, sl]
     tok0 = tile * bn
     rows = np.minimum(bn, t_ - tok0)
-    isq = quant[ci, sl]
-    isk = kept[ci, sl]
+    isq = lay.quantized[ci, sl]
+    isk = lay.kept[ci, sl]
     cb, ch = bb[ci], hh[ci]
-    r1 = dict(kernel=k1, space="HBM", rw="r")
-    # scan of quantized slots: scale, codes (one 32-B sector per token-head), approx gemm
     qi = np.flatnonzero(isq)
-    tb.memory_many(seq=seq0[qi], cta=ci[qi], phase="load_scale", tensor="K_scale",
-                   addr=((cb[qi] * ntb + tile[qi]) * hkv + ch[qi]) * d * 4, nbytes=d * 4,
-                   count=1, **r1)  # fmt: skip
-    tb.memory_many(seq=seq0[qi] + 1, cta=ci[qi], phase="load_codes", tensor="K_codes",
-                   addr=((cb[qi] * tq + tok0[qi]) * hkv + ch[qi]) * crow, nbytes=crow,
-                   stride=hkv * crow, count=rows[qi], **r1)  # fmt: skip
-    tb.compute_many(seq=seq0[qi] + 2, kernel=k1, cta=ci[qi], op="gemm", unit="tensor_core",
-                    m=plan.mma_m, n=bn, k=d, fmt_a="fp16", fmt_b="int2", tile=tile[qi],
-                    dep=seq0[qi] + 1)  # fmt: skip
-    # exact scores of kept slots: the residual (quantized) or the bf16 tail keys
+    rec.hbm("r", ci[qi], seq0[qi], "load_scale", "K_scale",
+            ((cb[qi] * ntb + tile[qi]) * hkv + ch[qi]) * d * 4, d * 4)  # fmt: skip
+    rec.row_reads(ci[qi], seq0[qi] + 1, "load_codes", "K_codes",
+                  ((cb[qi] * tq + tok0[qi]) * hkv + ch[qi]) * crow, crow, rows[qi])  # fmt: skip
+    rec.score_gemm(ci[qi], seq0[qi] + 2, tile[qi], "fp16", "int2")
     kq = np.flatnonzero(isk & isq)
     kt = np.flatnonzero(isk & ~isq)
     e0 = seq0 + np.where(isq, 3, 0)  # first record after the scan
     if residual and kq.size:
-        tb.memory_many(seq=e0[kq], cta=ci[kq], phase="load_residual", tensor="K_residual",
-                       addr=((cb[kq] * tq + tok0[kq]) * hkv + ch[kq]) * rrow, nbytes=rrow,
-                       stride=hkv * rrow, count=rows[kq], **r1)  # fmt: skip
-        tb.compute_many(seq=e0[kq] + 1, kernel=k1, cta=ci[kq], op="gemm", unit="tensor_core",
-                        m=plan.mma_m, n=bn, k=d, fmt_a="fp16", fmt_b="e4m3", tile=tile[kq],
-                        dep=e0[kq])  # fmt: skip
+        rec.row_reads(ci[kq], e0[kq], "load_residual", "K_residual",
+                      ((cb[kq] * tq + tok0[kq]) * hkv + ch[kq]) * rrow, rrow, rows[kq])  # fmt: skip
+        rec.score_gemm(ci[kq], e0[kq] + 1, tile[kq], "fp16", "e4m3")
     if kt.size:
-        tb.memory_many(seq=e0[kt], cta=ci[kt], phase="load_k", tensor="K_tail",
-                       addr=((cb[kt] * tail_t + tok0[kt] - tq) * hkv + ch[kt]) * row,
-                       nbytes=row, stride=hkv * row, count=rows[kt], **r1)  # fmt: skip
-        tb.compute_many(seq=e0[kt] + 1, kernel=k1, cta=ci[kt], op="gemm", unit="tensor_core",
-                        m=plan.mma_m, n=bn, k=d, fmt_a="bf16", fmt_b="bf16", tile=tile[kt],
-                        dep=e0[kt])  # fmt: skip
+        rec.row_reads(ci[kt], e0[kt], "load_k", "K_tail",
+                      ((cb[kt] * tail_t + tok0[kt] - tq) * hkv + ch[kt]) * row, row,
+                      rows[kt])  # fmt: skip
+        rec.score_gemm(ci[kt], e0[kt] + 1, tile[kt])
     ka = np.flatnonzero(isk)
     sc0 = e0[ka] + np.where(isq[ka], 2 if residual else 0, 2)  # softmax record
-    tb.compute_many(seq=sc0, kernel=k1, cta=ci[ka], op="softmax", unit="cuda_core", m=g, n=bn,
-                    k=0, fmt_a="fp32", tile=tile[ka], dep=sc0 - 1)  # fmt: skip
-    tb.memory_many(seq=sc0 + 1, cta=ci[ka], phase="load_v", tensor="V",
-                   addr=((cb[ka] * t_ + tok0[ka]) * hkv + ch[ka]) * row, nbytes=row,
-                   stride=hkv * row, count=rows[ka], **r1)  # fmt: skip
-    tb.compute_many(seq=sc0 + 2, kernel=k1, cta=ci[ka], op="gemm", unit="tensor_core",
-                    m=plan.mma_m, n=d, k=bn, fmt_a="bf16", fmt_b="bf16", tile=tile[ka],
-                    dep=sc0 + 1)  # fmt: skip
-    end_seq = cbase + size - 2
-    last = np.full(n_ctas, -1, dtype=np.int64)
+    v_addr = ((cb[ka] * t_ + tok0[ka]) * hkv + ch[ka]) * row
+    rec.softmax_pv(ci[ka], sc0, tile[ka], v_addr, rows[ka])
+    last = np.full(plan.n_ctas, -1, dtype=np.int64)
     np.maximum.at(last, ci[ka], sc0 + 2)
-    emit_partial_writes(tb, plan, k1, cta_ids, end_seq, last)
-    tb.end_kernel(k1, name="ffd_split")
-    emit_reduce_kernel(tb, plan, "ffd_reduce")
-    return tb.build()
+    return last

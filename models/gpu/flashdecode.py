@@ -57,24 +57,6 @@ class FlashDecodeResult:
     trace: Trace
 
 
-def _plan(
-    shape: DecodeShape,
-    block_n: int,
-    num_splits: int | None,
-    n_sms: int | None,
-    waves: float,
-    n_stages: int,
-) -> SplitPlan:
-    return plan_split_k(
-        shape,
-        block_n=block_n,
-        num_splits=num_splits,
-        n_sms=n_sms,
-        waves=waves,
-        n_stages=n_stages,
-    )
-
-
 def flash_decode(
     shape: DecodeShape,
     *,
@@ -109,7 +91,9 @@ def flash_decode(
     Returns:
         :class:`FlashDecodeResult`.
     """
-    plan = _plan(shape, block_n, num_splits, n_sms, waves, n_stages)
+    plan = plan_split_k(
+        shape, block_n=block_n, num_splits=num_splits, n_sms=n_sms, waves=waves, n_stages=n_stages
+    )
     if inputs is None:
         inputs = make_inputs(shape, seed, key_scale=key_scale)
         used_seed: int | None = seed
@@ -146,5 +130,7 @@ def flash_decode_trace(
     Returns:
         The :class:`~coaccel.trace.Trace`.
     """
-    plan = _plan(shape, block_n, num_splits, n_sms, waves, n_stages)
+    plan = plan_split_k(
+        shape, block_n=block_n, num_splits=num_splits, n_sms=n_sms, waves=waves, n_stages=n_stages
+    )
     return split_k_trace(plan, tile_keep=tile_keep, workload=workload)

@@ -27,6 +27,8 @@ import numpy as np
 
 from coaccel.spine.trace import Trace, TraceBuilder
 
+from ._trace import CopyDirection, emit_host_copy
+
 __all__ = [
     "GENERATORS",
     "bidirectional_copy",
@@ -169,14 +171,13 @@ def pointer_chase(
     return b.build()
 
 
-def _copy_kernel(b: TraceBuilder, direction: str, nbytes: int, stream: int, pinned: bool) -> None:
+def _copy_kernel(
+    b: TraceBuilder, direction: CopyDirection, nbytes: int, stream: int, pinned: bool
+) -> None:
     name = f"memcpy_{direction}" + ("" if pinned else "_pageable")
-    src, dst = ("HOST", "HBM") if direction == "h2d" else ("HBM", "HOST")
     with b.kernel(name, stream=stream) as kid:
-        r = b.memory(kernel=kid, space=src, rw="r", tensor=f"{direction}_buf", nbytes=nbytes,
-                     stream=stream)  # fmt: skip
-        b.memory(kernel=kid, space=dst, rw="w", tensor=f"{direction}_buf", nbytes=nbytes,
-                 stream=stream, dep=r)  # fmt: skip
+        emit_host_copy(b, direction, kernel=kid, host_tensor=f"{direction}_buf",
+                       device_tensor=f"{direction}_buf", nbytes=nbytes, stream=stream)  # fmt: skip
 
 
 def host_copy(nbytes: int, *, direction: str = "h2d", pinned: bool = True) -> Trace:
@@ -198,7 +199,7 @@ def host_copy(nbytes: int, *, direction: str = "h2d", pinned: bool = True) -> Tr
                   "pinned": pinned},
         config_digest=None, seed=None,
     )  # fmt: skip
-    _copy_kernel(b, direction, nbytes, 0, pinned)
+    _copy_kernel(b, "h2d" if direction == "h2d" else "d2h", nbytes, 0, pinned)
     return b.build()
 
 

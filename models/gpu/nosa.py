@@ -63,15 +63,17 @@ import numpy.typing as npt
 from coaccel.spine.trace import Trace, TraceBuilder
 
 from ._bf16 import bf16_bits_to_f32, f32_to_bf16_bits
+from ._checks import check_integer_fields
 from ._nosa_fast import bf16_to_f64, chunk_sums, keys_bf16, lookup_bf16
 from ._splitk import (
     DecodeInputs,
     DecodeShape,
+    SplitPlan,
     plan_split_k,
     reduce_partials,
     split_k_partials,
 )
-from ._trace import split_k_trace
+from ._trace import allocate_split_k_tensors, emit_host_copy, split_k_trace
 
 __all__ = [
     "NosaConfig",
@@ -116,14 +118,8 @@ class NosaConfig:
     fetch: Fetch = "zero_copy"
 
     def __post_init__(self) -> None:
-        for name in ("block_tokens", "slots", "compress_window", "compress_stride"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"NosaConfig.{name}={v!r} must be a positive integer")
-        for name in ("topk_q_blocks", "init_blocks", "window_blocks"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-                raise ValueError(f"NosaConfig.{name}={v!r} must be a non-negative integer")
+        check_integer_fields(self, ("block_tokens", "slots", "compress_window", "compress_stride"))
+        check_integer_fields(self, ("topk_q_blocks", "init_blocks", "window_blocks"), minimum=0)
         if self.init_blocks + self.window_blocks + self.topk_q_blocks > self.slots:
             raise ValueError(
                 f"NosaConfig: init_blocks + window_blocks + topk_q_blocks = "
@@ -433,69 +429,30 @@ def nosa_decode(
     """
     cfg = config or NosaConfig()
     mdl = model or NosaModel()
-    b_, t_final, hq, hkv, d = (
-        shape.batch,
-        shape.context,
-        shape.q_heads,
-        shape.kv_heads,
-        shape.head_dim,
-    )
-    g, bt = shape.group, cfg.block_tokens
+    b_, t_final, hkv, bt = shape.batch, shape.context, shape.kv_heads, cfg.block_tokens
     if isinstance(steps, bool) or not 1 <= steps < t_final:
         raise ValueError(f"steps={steps} must be in [1, context)")
     if not 1 <= trace_steps <= steps:
         raise ValueError(f"trace_steps={trace_steps} must be in [1, steps={steps}]")
     rng = np.random.default_rng(seed)
-    nb_final = -(-t_final // bt)
-    cent = rng.standard_normal((b_, nb_final, hkv, d), dtype=np.float32) * np.float32(
-        mdl.block_spread
-    )
-    w = rng.standard_normal((hkv, d))
-    k, v = _kv_tokens(rng, cent, t_final, bt, mdl)
-    ck_all = _compressed_keys(k, cfg)
-    cis_all = _cis(v, w, cfg.cis_gain)
-    cent64 = cent.astype(np.float64)
+    cache = _SyntheticCache.draw(rng, shape, cfg, mdl)
     t0 = t_final - steps + 1
-    focus = rng.integers(0, max(1, (t0 - 1) // bt), size=(b_, mdl.focus_blocks))
-    resid = rng.standard_normal((b_, hq, d)) * mdl.query_noise
+    query = _QueryProcess(rng, shape, mdl, cache.centroids, t0, bt)
     slot_map = np.full((b_, hkv, cfg.slots), -1, dtype=np.int64)
     misses = np.zeros((steps, b_, hkv), dtype=np.int64)
     wbs = np.zeros(steps, dtype=bool)
     parts: list[Trace] = []
-    scale = 1.0 / math.sqrt(d)
-    rho = mdl.query_persistence
-    q_bits = np.zeros((b_, hq, d), dtype=np.uint16)
+    q_bits = np.zeros((b_, shape.q_heads, shape.head_dim), dtype=np.uint16)
     sel_blocks = np.zeros((b_, hkv, 0), dtype=np.int64)
     for s in range(steps):
         t = t0 + s
         nb = -(-t // bt)
         if s:
-            swap = rng.random((b_, mdl.focus_blocks)) < mdl.focus_switch
-            draw = rng.integers(0, max(1, (t - 1) // bt), size=(b_, mdl.focus_blocks))
-            focus = np.where(swap, draw, focus)
-            resid = rho * resid + math.sqrt(1 - rho * rho) * mdl.query_noise * (
-                rng.standard_normal((b_, hq, d))
-            )
-        fc = cent64[np.arange(b_)[:, None], focus].mean(axis=1)  # [B, Hkv, D]
-        qf = mdl.focus_gain * np.repeat(fc, g, axis=1) + resid
-        q_bits = f32_to_bf16_bits(qf.astype(np.float32))
-        q64 = bf16_bits_to_f32(q_bits).astype(np.float64).reshape(b_, hkv, g, d)
+            query.advance(rng, t)
+        q_bits = query.bits()
         n_ck = max(0, (t - cfg.compress_window) // cfg.compress_stride + 1)
-        cs = np.einsum("bhgd,bhnd->bhgn", q64, ck_all[:, :, :n_ck]).max(axis=2) * scale
-        per_blk = bt // cfg.compress_stride
-        # windows j overlapping block i: per_blk*i - (win/st - 1) <= j < per_blk*(i+1)
-        over = cfg.compress_window // cfg.compress_stride - 1
-        padded = np.concatenate(
-            [
-                np.full((b_, hkv, over), -np.inf),
-                cs,
-                np.full((b_, hkv, nb * per_blk - n_ck), -np.inf),
-            ],
-            axis=-1,
-        )
-        win = np.lib.stride_tricks.sliding_window_view(padded, per_blk + over, axis=-1)
-        q_score = win[:, :, ::per_blk][:, :, :nb].max(axis=-1)
-        cis_blk = _block_max(cis_all[:, :, :t], bt, nb)
+        q_score = _block_scores(q_bits, cache.compressed_keys[:, :, :n_ck], nb, cfg)
+        cis_blk = _block_max(cache.cis[:, :, :t], bt, nb)
         sel = _select(q_score, cis_blk, nb, cfg)
         # the partial tail block lives on the GPU from its first token: never fetched
         slot_map, loads, misses[s] = _update_slots(slot_map, sel, nb - 1)
@@ -504,23 +461,14 @@ def nosa_decode(
         sel_blocks = np.nonzero(sel)[2].reshape(b_, hkv, n_sel)
         if s >= steps - trace_steps:
             parts.append(_step_trace(shape, cfg, t, n_ck, loads, slot_map, bool(wbs[s]), n_sms))
-    step_shape = DecodeShape(b_, t_final, hq, hkv, d)
-    kg = _gather_blocks(k, sel_blocks, bt, t_final)
-    vg = _gather_blocks(v, sel_blocks, bt, t_final)
-    gshape = DecodeShape(b_, kg.shape[1], hq, hkv, d)
-    splits = _attn_plan(DecodeShape(b_, t_final, hq, hkv, d), cfg, n_sms).num_splits
-    plan = plan_split_k(gshape, block_n=bt, num_splits=splits)
-    out = reduce_partials(split_k_partials(DecodeInputs(q_bits, kg, vg), plan))
-    if error:
-        dense = _dense_f64(q_bits, k, v, g)
-        err = float(np.linalg.norm(bf16_bits_to_f32(out) - dense) / np.linalg.norm(dense))
-    else:
-        dense, err = np.zeros((b_, hq, 0)), math.nan
+    out, dense, err = _attend_selected(
+        q_bits, cache.k, cache.v, sel_blocks, shape, cfg, n_sms, error=error
+    )
     trace = parts[0]
     for p in parts[1:]:
         trace = trace.concat(p)
     result = NosaResult(
-        shape=step_shape,
+        shape=DecodeShape(b_, t_final, shape.q_heads, hkv, shape.head_dim),
         config=cfg,
         steps=steps,
         selected=sel_blocks,
@@ -531,9 +479,138 @@ def nosa_decode(
         dense=dense,
         rel_err=err,
         trace=trace,
-        inputs=DecodeInputs(q_bits, k, v),
+        inputs=DecodeInputs(q_bits, cache.k, cache.v),
     )
     return _with_metrics(result, seed, mdl)
+
+
+@dataclass(frozen=True)
+class _SyntheticCache:
+    """The synthetic KV cache of a run at its final context (module docstring).
+
+    Attributes:
+        centroids: ``[B, n_blocks, Hkv, D]`` float64 per-block key centroids.
+        k: ``[B, T, Hkv, D]`` bf16 keys. v: ``[B, T, Hkv, D]`` bf16 values.
+        compressed_keys: ``[B, Hkv, n_ck, D]`` float64 compressed keys.
+        cis: ``[B, Hkv, T]`` float64 eviction scores.
+    """
+
+    centroids: npt.NDArray[np.float64]
+    k: npt.NDArray[np.uint16]
+    v: npt.NDArray[np.uint16]
+    compressed_keys: npt.NDArray[np.float64]
+    cis: npt.NDArray[np.float64]
+
+    @classmethod
+    def draw(
+        cls, rng: np.random.Generator, shape: DecodeShape, cfg: NosaConfig, mdl: NosaModel
+    ) -> _SyntheticCache:
+        """Draw the centroids, the eviction projection and the tokens, in that order."""
+        b_, t, hkv, d, bt = (
+            shape.batch, shape.context, shape.kv_heads, shape.head_dim, cfg.block_tokens,
+        )  # fmt: skip
+        cent = rng.standard_normal((b_, -(-t // bt), hkv, d), dtype=np.float32) * np.float32(
+            mdl.block_spread
+        )
+        w = rng.standard_normal((hkv, d))
+        k, v = _kv_tokens(rng, cent, t, bt, mdl)
+        return cls(
+            cent.astype(np.float64), k, v, _compressed_keys(k, cfg), _cis(v, w, cfg.cis_gain)
+        )
+
+
+class _QueryProcess:
+    """The synthetic query of a run (module docstring): ``focus_gain`` x the mean centroid of
+    the focus blocks plus an AR(1) residual; draws from ``rng`` at construction (the first
+    focus blocks and residual) and at each :meth:`advance`."""
+
+    def __init__(
+        self,
+        rng: np.random.Generator,
+        shape: DecodeShape,
+        mdl: NosaModel,
+        centroids: npt.NDArray[np.float64],
+        t0: int,
+        block_tokens: int,
+    ) -> None:
+        self.shape, self.mdl, self.centroids, self.bt = shape, mdl, centroids, block_tokens
+        b_, n_f = shape.batch, mdl.focus_blocks
+        self.focus = rng.integers(0, max(1, (t0 - 1) // block_tokens), size=(b_, n_f))
+        self.resid = rng.standard_normal((b_, shape.q_heads, shape.head_dim)) * mdl.query_noise
+
+    def advance(self, rng: np.random.Generator, t: int) -> None:
+        """Move to the step at context ``t``: focus switches, then the residual's AR(1) step."""
+        mdl, b_, rho = self.mdl, self.shape.batch, self.mdl.query_persistence
+        swap = rng.random((b_, mdl.focus_blocks)) < mdl.focus_switch
+        draw = rng.integers(0, max(1, (t - 1) // self.bt), size=(b_, mdl.focus_blocks))
+        self.focus = np.where(swap, draw, self.focus)
+        self.resid = rho * self.resid + math.sqrt(1 - rho * rho) * mdl.query_noise * (
+            rng.standard_normal((b_, self.shape.q_heads, self.shape.head_dim))
+        )
+
+    def bits(self) -> npt.NDArray[np.uint16]:
+        """``[B, Hq, D]`` bf16 query of the current step."""
+        b_ = self.shape.batch
+        fc = self.centroids[np.arange(b_)[:, None], self.focus].mean(axis=1)  # [B, Hkv, D]
+        qf = self.mdl.focus_gain * np.repeat(fc, self.shape.group, axis=1) + self.resid
+        return f32_to_bf16_bits(qf.astype(np.float32))
+
+
+def _block_scores(
+    q_bits: npt.NDArray[np.uint16], ck: npt.NDArray[np.float64], nb: int, cfg: NosaConfig
+) -> npt.NDArray[np.float64]:
+    """``[B, Hkv, nb]`` block scores (module docstring, step 1): the max-pool, over the
+    compressed keys ``ck`` (``[B, Hkv, n_ck, D]``) whose window overlaps a block, of the best
+    query head's scaled score."""
+    b_, hkv, n_ck, d = ck.shape
+    q64 = bf16_bits_to_f32(q_bits).astype(np.float64).reshape(b_, hkv, -1, d)
+    cs = np.einsum("bhgd,bhnd->bhgn", q64, ck).max(axis=2) * (1.0 / math.sqrt(d))
+    per_blk = cfg.block_tokens // cfg.compress_stride
+    # windows j overlapping block i: per_blk*i - (win/st - 1) <= j < per_blk*(i+1)
+    over = cfg.compress_window // cfg.compress_stride - 1
+    padded = np.concatenate(
+        [
+            np.full((b_, hkv, over), -np.inf),
+            cs,
+            np.full((b_, hkv, nb * per_blk - n_ck), -np.inf),
+        ],
+        axis=-1,
+    )
+    win = np.lib.stride_tricks.sliding_window_view(padded, per_blk + over, axis=-1)
+    return win[:, :, ::per_blk][:, :, :nb].max(axis=-1)
+
+
+def _attend_selected(
+    q_bits: npt.NDArray[np.uint16],
+    k: npt.NDArray[np.uint16],
+    v: npt.NDArray[np.uint16],
+    sel_blocks: npt.NDArray[np.int64],
+    shape: DecodeShape,
+    cfg: NosaConfig,
+    n_sms: int,
+    *,
+    error: bool,
+) -> tuple[npt.NDArray[np.uint16], npt.NDArray[np.float64], float]:
+    """Attention of the last step over its selected blocks (module docstring, step 6), and,
+    with ``error``, the dense float64 attention and the relative error against it.
+
+    Returns:
+        ``[B, Hq, D]`` bf16 output, the dense attention (``[B, Hq, 0]`` without ``error``)
+        and the error (NaN without ``error``).
+    """
+    b_, t, hq, hkv, d = shape.batch, shape.context, shape.q_heads, shape.kv_heads, shape.head_dim
+    bt = cfg.block_tokens
+    kg = _gather_blocks(k, sel_blocks, bt, t)
+    vg = _gather_blocks(v, sel_blocks, bt, t)
+    gshape = DecodeShape(b_, kg.shape[1], hq, hkv, d)
+    splits = _attn_plan(DecodeShape(b_, t, hq, hkv, d), cfg, n_sms).num_splits
+    plan = plan_split_k(gshape, block_n=bt, num_splits=splits)
+    out = reduce_partials(split_k_partials(DecodeInputs(q_bits, kg, vg), plan))
+    if not error:
+        return out, np.zeros((b_, hq, 0)), math.nan
+    dense = _dense_f64(q_bits, k, v, shape.group)
+    err = float(np.linalg.norm(bf16_bits_to_f32(out) - dense) / np.linalg.norm(dense))
+    return out, dense, err
 
 
 def _with_metrics(r: NosaResult, seed: int, model: NosaModel) -> NosaResult:
@@ -586,20 +663,7 @@ def _with_metrics(r: NosaResult, seed: int, model: NosaModel) -> NosaResult:
     return NosaResult(**{**r.__dict__, "trace": tr})
 
 
-def _attn_tensors(tb: TraceBuilder, shape: DecodeShape, plan: Any) -> None:
-    """Allocate the split-K trace's tensors first, in its order and sizes, so that the
-    attention part (:func:`split_k_trace`) concatenates onto the same placement."""
-    b_, t_, hq, hkv, d = shape.batch, shape.context, shape.q_heads, shape.kv_heads, shape.head_dim
-    row, ns = d * 2, plan.num_splits
-    tb.allocate("Q", space="HBM", nbytes=b_ * hq * row)
-    tb.allocate("K", space="HBM", nbytes=b_ * t_ * hkv * row)
-    tb.allocate("V", space="HBM", nbytes=b_ * t_ * hkv * row)
-    tb.allocate("O_partial", space="HBM", nbytes=b_ * hq * ns * d * 4)
-    tb.allocate("ML", space="HBM", nbytes=b_ * hq * ns * 2 * 4)
-    tb.allocate("O", space="HBM", nbytes=b_ * hq * row)
-
-
-def _attn_plan(shape: DecodeShape, cfg: NosaConfig, n_sms: int) -> Any:
+def _attn_plan(shape: DecodeShape, cfg: NosaConfig, n_sms: int) -> SplitPlan:
     """Split-K plan of the attention over the whole slot cache (``slots x block_tokens``)."""
     cap = cfg.slots * cfg.block_tokens
     ashape = DecodeShape(shape.batch, cap, shape.q_heads, shape.kv_heads, shape.head_dim)
@@ -616,300 +680,242 @@ def _step_trace(
     writeback: bool,
     n_sms: int,
 ) -> Trace:
-    """Trace of one step at context ``t``: score, select/diff, fetch, attention, write-back.
+    """Trace of one step at context ``t``: score, select/diff, fetch, attention, write-back
+    (:class:`_StepLayout` has the tensors)."""
+    plan = _attn_plan(shape, cfg, n_sms)
+    lay = _StepLayout.of(shape, cfg, t)
+    tb = TraceBuilder(producer=PRODUCER, workload={"context": t, "batch": shape.batch})
+    _allocate_step_tensors(tb, lay, plan)
+    tail_slot = np.array(
+        [
+            int(np.flatnonzero(slot_map[b, h] == lay.nb - 1)[0])
+            for b, h in zip(lay.hb, lay.hh, strict=True)
+        ]
+    )
+    _emit_score_kernel(tb, lay, n_ck, tail_slot)
+    if writeback:
+        _emit_writeback(tb, lay, tail_slot)
+    _emit_select_kernel(tb, lay)
+    _emit_fetches(tb, lay, loads)
+    pre = tb.build()
+    # attention over the occupied slots, in slot order (tile j of the cache = slot j)
+    keep = np.ascontiguousarray(slot_map >= 0)
+    attn = split_k_trace(
+        plan, tile_keep=keep, producer=PRODUCER, workload={"context": t, "batch": shape.batch}
+    )
+    return pre.concat(attn)
+
+
+@dataclass(frozen=True)
+class _StepLayout:
+    """Sizes and addresses of one step's trace at context ``t``.
 
     The GPU slot cache is the attention's ``K`` / ``V`` tensors, token-major over
     ``slots x block_tokens`` positions (slot ``s`` holds positions ``s * block_tokens ..``);
-    the host copy ``K_host`` / ``V_host`` is ``[B, T_max, Hkv, D]`` token-major with
-    ``T_max`` = the step's context rounded up to a block.
-    """
-    b_, hq, hkv, d = shape.batch, shape.q_heads, shape.kv_heads, shape.head_dim
-    g, bt, row = shape.group, cfg.block_tokens, d * 2
-    cap = cfg.slots * bt
-    plan = _attn_plan(shape, cfg, n_sms)
-    ashape = plan.shape
-    nb = -(-t // bt)
-    # sizes of the final context, so that the steps of one run share one tensor map
-    nb_max = -(-shape.context // bt)
-    t_host = nb_max * bt
-    n_ck_max = max(1, (shape.context - cfg.compress_window) // cfg.compress_stride + 1)
-    tb = TraceBuilder(producer=PRODUCER, workload={"context": t, "batch": b_})
-    _attn_tensors(tb, ashape, plan)
-    tb.allocate("CK", space="HBM", nbytes=b_ * hkv * n_ck_max * row)
-    tb.allocate("block_score", space="HBM", nbytes=b_ * hkv * nb_max * 4)
-    tb.allocate("cis_block", space="HBM", nbytes=b_ * hkv * nb_max * 4)
-    tb.allocate("slot_map", space="HBM", nbytes=b_ * hkv * cfg.slots * 4)
-    tb.allocate("load_list", space="HBM", nbytes=b_ * hkv * cfg.slots * 8)
-    tb.allocate("cis_slots", space="HBM", nbytes=b_ * hkv * cap * 2)
-    tb.allocate("K_host", space="HOST", nbytes=b_ * t_host * hkv * row)
-    tb.allocate("V_host", space="HOST", nbytes=b_ * t_host * hkv * row)
-    tb.allocate("cis_host", space="HOST", nbytes=b_ * hkv * t_host * 2)
+    the host copy ``K_host`` / ``V_host`` is ``[B, T_max, Hkv, D]`` token-major with ``T_max``
+    = the run's final context rounded up to a block, so that the steps of one run share one
+    tensor map.
 
-    heads = np.arange(b_ * hkv, dtype=np.int64)
-    hb, hh = heads // hkv, heads % hkv
-    # 1. score kernel: append the new token's K/V row to its slot, read q, compressed keys
-    tail_slot = np.array(
-        [int(np.flatnonzero(slot_map[b, h] == nb - 1)[0]) for b, h in zip(hb, hh, strict=True)]
-    )
-    tail_pos = tail_slot * bt + (t - 1) % bt
+    Attributes:
+        shape: the run's geometry (final context). cfg: the cache parameters.
+        t: the step's context. nb: its blocks.
+        row: bytes of one K or V row, B. cap: slot-cache positions per (sequence, KV head).
+        nb_max: blocks of the final context. t_host: ``T_max``.
+        n_ck_max: compressed keys of the final context.
+        heads: ``[B * Hkv]`` (sequence, KV head) ids ``b * Hkv + h``; hb, hh: their sequence
+            and KV head.
+    """
+
+    shape: DecodeShape
+    cfg: NosaConfig
+    t: int
+    nb: int
+    row: int
+    cap: int
+    nb_max: int
+    t_host: int
+    n_ck_max: int
+    heads: npt.NDArray[np.int64]
+    hb: npt.NDArray[np.int64]
+    hh: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, shape: DecodeShape, cfg: NosaConfig, t: int) -> _StepLayout:
+        """The layout of the step at context ``t`` of a run of geometry ``shape``."""
+        bt, hkv = cfg.block_tokens, shape.kv_heads
+        nb_max = -(-shape.context // bt)
+        heads = np.arange(shape.batch * hkv, dtype=np.int64)
+        return cls(
+            shape=shape,
+            cfg=cfg,
+            t=t,
+            nb=-(-t // bt),
+            row=shape.head_dim * 2,
+            cap=cfg.slots * bt,
+            nb_max=nb_max,
+            t_host=nb_max * bt,
+            n_ck_max=max(1, (shape.context - cfg.compress_window) // cfg.compress_stride + 1),
+            heads=heads,
+            hb=heads // hkv,
+            hh=heads % hkv,
+        )
+
+    def device_addr(self, b: Any, pos: Any, h: Any) -> Any:
+        """Byte offset in ``K`` / ``V`` of slot-cache position ``pos`` of (``b``, ``h``)."""
+        return ((b * self.cap + pos) * self.shape.kv_heads + h) * self.row
+
+    def host_addr(self, b: Any, tok: Any, h: Any) -> Any:
+        """Byte offset in ``K_host`` / ``V_host`` of token ``tok`` of (``b``, ``h``)."""
+        return ((b * self.t_host + tok) * self.shape.kv_heads + h) * self.row
+
+
+def _allocate_step_tensors(tb: TraceBuilder, lay: _StepLayout, plan: SplitPlan) -> None:
+    """The attention's tensors first (in :func:`split_k_trace`'s order and sizes, so that it
+    concatenates onto the same placement), then the selection state and the host copy."""
+    b_, hkv, slots = lay.shape.batch, lay.shape.kv_heads, lay.cfg.slots
+    allocate_split_k_tensors(tb, plan)
+    tb.allocate("CK", space="HBM", nbytes=b_ * hkv * lay.n_ck_max * lay.row)
+    tb.allocate("block_score", space="HBM", nbytes=b_ * hkv * lay.nb_max * 4)
+    tb.allocate("cis_block", space="HBM", nbytes=b_ * hkv * lay.nb_max * 4)
+    tb.allocate("slot_map", space="HBM", nbytes=b_ * hkv * slots * 4)
+    tb.allocate("load_list", space="HBM", nbytes=b_ * hkv * slots * 8)
+    tb.allocate("cis_slots", space="HBM", nbytes=b_ * hkv * lay.cap * 2)
+    tb.allocate("K_host", space="HOST", nbytes=b_ * lay.t_host * hkv * lay.row)
+    tb.allocate("V_host", space="HOST", nbytes=b_ * lay.t_host * hkv * lay.row)
+    tb.allocate("cis_host", space="HOST", nbytes=b_ * hkv * lay.t_host * 2)
+
+
+def _emit_score_kernel(
+    tb: TraceBuilder, lay: _StepLayout, n_ck: int, tail_slot: npt.NDArray[np.int64]
+) -> None:
+    """Kernel ``nosa_score``, one CTA per (sequence, KV head): append the new token's K and V
+    rows to their slot, read the query and the ``n_ck`` compressed keys, score, write the
+    block scores."""
+    s, heads, row = lay.shape, lay.heads, lay.row
+    tail_pos = tail_slot * lay.cfg.block_tokens + (lay.t - 1) % lay.cfg.block_tokens
     with tb.kernel(
         "nosa_score",
-        ctas=b_ * hkv,
+        ctas=heads.size,
         threads_per_cta=128,
         smem_bytes_per_cta=16 * row,
         regs_per_thread=64,
     ) as k0:
         for name in ("K", "V"):
-            tb.memory_many(
-                kernel=k0,
-                cta=heads,
-                phase="append",
-                tensor=name,
-                space="HBM",
-                rw="w",
-                addr=((hb * cap + tail_pos) * hkv + hh) * row,
-                nbytes=row,
-            )
-        tb.memory_many(
-            kernel=k0,
-            cta=heads,
-            phase="load_q",
-            tensor="Q",
-            space="HBM",
-            rw="r",
-            addr=(hb * hq + hh * g) * row,
-            nbytes=g * row,
-        )
+            tb.memory_many(kernel=k0, cta=heads, phase="append", tensor=name, space="HBM",
+                           rw="w", addr=lay.device_addr(lay.hb, tail_pos, lay.hh),
+                           nbytes=row)  # fmt: skip
+        tb.memory_many(kernel=k0, cta=heads, phase="load_q", tensor="Q", space="HBM", rw="r",
+                       addr=(lay.hb * s.q_heads + lay.hh * s.group) * row,
+                       nbytes=s.group * row)  # fmt: skip
         if n_ck:
-            rd = tb.memory_many(
-                kernel=k0,
-                cta=heads,
-                phase="load_ck",
-                tensor="CK",
-                space="HBM",
-                rw="r",
-                addr=heads * n_ck_max * row,
-                nbytes=n_ck * row,
+            rd = tb.memory_many(kernel=k0, cta=heads, phase="load_ck", tensor="CK", space="HBM",
+                                rw="r", addr=heads * lay.n_ck_max * row,
+                                nbytes=n_ck * row)  # fmt: skip
+            tb.compute_many(kernel=k0, cta=heads, op="gemm", unit="tensor_core", m=16, n=n_ck,
+                            k=s.head_dim, fmt_a="bf16", fmt_b="bf16", dep=rd)  # fmt: skip
+        tb.memory_many(kernel=k0, cta=heads, phase="write_score", tensor="block_score",
+                       space="HBM", rw="w", addr=heads * lay.nb_max * 4,
+                       nbytes=lay.nb * 4)  # fmt: skip
+
+
+def _emit_writeback(tb: TraceBuilder, lay: _StepLayout, tail_slot: npt.NDArray[np.int64]) -> None:
+    """Write-back of the tail block the append just filled: a ``memcpy_d2h`` of its K and V
+    rows on copy stream 2, after stream 0's work so far (it overlaps the rest of the step)."""
+    bt, hkv, row = lay.cfg.block_tokens, lay.shape.kv_heads, lay.row
+    ready = tb.event("record", stream=0)
+    tb.event("wait", stream=2, dep=ready)
+    with tb.kernel("memcpy_d2h_nosa_tail", stream=2) as kw:
+        for dev, host in (("K", "K_host"), ("V", "V_host")):
+            emit_host_copy(
+                tb,
+                "d2h",
+                kernel=kw,
+                host_tensor=host,
+                device_tensor=dev,
+                host_addr=lay.host_addr(lay.hb, (lay.nb - 1) * bt, lay.hh),
+                device_addr=lay.device_addr(lay.hb, tail_slot * bt, lay.hh),
+                nbytes=row,
+                stride=hkv * row,
+                count=bt,
+                cta=lay.heads,
+                phase="writeback",
+                stream=2,
             )
-            tb.compute_many(
-                kernel=k0,
-                cta=heads,
-                op="gemm",
-                unit="tensor_core",
-                m=16,
-                n=n_ck,
-                k=d,
-                fmt_a="bf16",
-                fmt_b="bf16",
-                dep=rd,
-            )
-        tb.memory_many(
-            kernel=k0,
-            cta=heads,
-            phase="write_score",
-            tensor="block_score",
-            space="HBM",
-            rw="w",
-            addr=heads * nb_max * 4,
-            nbytes=nb * 4,
-        )
-    # write-back of a tail block the append just filled, on copy stream 2 (overlaps the rest)
-    if writeback:
-        ready = tb.event("record", stream=0)
-        tb.event("wait", stream=2, dep=ready)
-        dev = ((hb * cap + tail_slot * bt) * hkv + hh) * row
-        host = ((hb * t_host + (nb - 1) * bt) * hkv + hh) * row
-        with tb.kernel("memcpy_d2h_nosa_tail", stream=2) as kw:
-            for src, dst in (("K", "K_host"), ("V", "V_host")):
-                r = tb.memory_many(
-                    kernel=kw,
-                    cta=heads,
-                    phase="writeback",
-                    tensor=src,
-                    space="HBM",
-                    rw="r",
-                    addr=dev,
-                    nbytes=row,
-                    stride=hkv * row,
-                    count=bt,
-                    stream=2,
-                )
-                tb.memory_many(
-                    kernel=kw,
-                    cta=heads,
-                    phase="writeback",
-                    tensor=dst,
-                    space="HOST",
-                    rw="w",
-                    addr=host,
-                    nbytes=row,
-                    stride=hkv * row,
-                    count=bt,
-                    stream=2,
-                    dep=r,
-                )
-    # 2. selection and slot-map diff
-    with tb.kernel("nosa_select", ctas=b_ * hkv, threads_per_cta=256, regs_per_thread=32) as k1:
+
+
+def _emit_select_kernel(tb: TraceBuilder, lay: _StepLayout) -> None:
+    """Kernel ``nosa_select``, one CTA per (sequence, KV head): read the block scores and
+    eviction scores, select, diff against the slot map, rewrite it and the load list."""
+    heads, slots, nb = lay.heads, lay.cfg.slots, lay.nb
+    with tb.kernel("nosa_select", ctas=heads.size, threads_per_cta=256, regs_per_thread=32) as k1:
         for name in ("block_score", "cis_block"):
-            tb.memory_many(
-                kernel=k1,
-                cta=heads,
-                phase="load_score",
-                tensor=name,
-                space="HBM",
-                rw="r",
-                addr=heads * nb_max * 4,
-                nbytes=nb * 4,
-            )
+            tb.memory_many(kernel=k1, cta=heads, phase="load_score", tensor=name, space="HBM",
+                           rw="r", addr=heads * lay.nb_max * 4, nbytes=nb * 4)  # fmt: skip
         tb.compute_many(
             kernel=k1, cta=heads, op="topk", unit="cuda_core", m=1, n=nb, k=0, fmt_a="fp32"
         )
         for rw in ("r", "w"):  # the slot map is read, diffed against the selection, rewritten
-            tb.memory_many(
-                kernel=k1,
-                cta=heads,
-                phase="slot_map",
-                tensor="slot_map",
-                space="HBM",
-                rw=rw,
-                addr=heads * cfg.slots * 4,
-                nbytes=cfg.slots * 4,
-            )
-        tb.memory_many(
-            kernel=k1,
-            cta=heads,
-            phase="load_list",
-            tensor="load_list",
-            space="HBM",
-            rw="w",
-            addr=heads * cfg.slots * 8,
-            nbytes=cfg.slots * 8,
-        )
-    # 3. fetch of the misses
+            tb.memory_many(kernel=k1, cta=heads, phase="slot_map", tensor="slot_map",
+                           space="HBM", rw=rw, addr=heads * slots * 4,
+                           nbytes=slots * 4)  # fmt: skip
+        tb.memory_many(kernel=k1, cta=heads, phase="load_list", tensor="load_list", space="HBM",
+                       rw="w", addr=heads * slots * 8, nbytes=slots * 8)  # fmt: skip
+
+
+def _emit_fetches(tb: TraceBuilder, lay: _StepLayout, loads: list[list[tuple[int, int]]]) -> None:
+    """Fetch of the missed blocks (``loads``: per (sequence, KV head) the (block, slot) pairs):
+    their K and V rows and cis from the host copy into their slots, as zero-copy loads of one
+    kernel (one CTA per block) or as one ``memcpy_h2d`` per block on copy stream 1, which
+    stream 0 waits for."""
     fl = [(i, blk, s) for i, pairs in enumerate(loads) for blk, s in pairs]
-    if fl:
-        fi = np.array([x[0] for x in fl], dtype=np.int64)
-        fblk = np.array([x[1] for x in fl], dtype=np.int64)
-        fslot = np.array([x[2] for x in fl], dtype=np.int64)
-        fb, fh = fi // hkv, fi % hkv
-        host_addr = ((fb * t_host + fblk * bt) * hkv + fh) * row
-        dev_addr = ((fb * cap + fslot * bt) * hkv + fh) * row
-        cis_h = (fi * t_host + fblk * bt) * 2
-        cis_d = (fi * cap + fslot * bt) * 2
-
-        def fetch_records(kid: int, cta: Any, stream: int) -> None:
-            for src, dst in (("K_host", "K"), ("V_host", "V")):
-                r = tb.memory_many(
-                    kernel=kid,
-                    cta=cta,
-                    phase="fetch",
-                    tensor=src,
-                    space="HOST",
-                    rw="r",
-                    addr=host_addr,
-                    nbytes=row,
-                    stride=hkv * row,
-                    count=bt,
-                    stream=stream,
-                )
-                tb.memory_many(
-                    kernel=kid,
-                    cta=cta,
-                    phase="fetch",
-                    tensor=dst,
-                    space="HBM",
-                    rw="w",
-                    addr=dev_addr,
-                    nbytes=row,
-                    stride=hkv * row,
-                    count=bt,
-                    dep=r,
-                    stream=stream,
-                )
-            r = tb.memory_many(
-                kernel=kid,
-                cta=cta,
-                phase="fetch",
-                tensor="cis_host",
-                space="HOST",
-                rw="r",
-                addr=cis_h,
-                nbytes=bt * 2,
-                stream=stream,
-            )
-            tb.memory_many(
-                kernel=kid,
-                cta=cta,
-                phase="fetch",
-                tensor="cis_slots",
-                space="HBM",
-                rw="w",
-                addr=cis_d,
-                nbytes=bt * 2,
-                dep=r,
-                stream=stream,
-            )
-
-        if cfg.fetch == "zero_copy":
-            with tb.kernel(
-                "nosa_fetch_zero_copy", ctas=len(fl), threads_per_cta=256, regs_per_thread=32
-            ) as k2:
-                fetch_records(k2, np.arange(len(fl), dtype=np.int64), 0)
-        else:
-            ready = tb.event("record", stream=0)
-            tb.event("wait", stream=1, dep=ready)
-            for j in range(len(fl)):
-                with tb.kernel("memcpy_h2d_nosa_block", stream=1) as kc:
-                    sl = slice(j, j + 1)
-                    for src, dst in (("K_host", "K"), ("V_host", "V")):
-                        rc = tb.memory(
-                            kernel=kc,
-                            space="HOST",
-                            rw="r",
-                            tensor=src,
-                            addr=int(host_addr[sl][0]),
-                            nbytes=row,
-                            stride=hkv * row,
-                            count=bt,
-                            stream=1,
-                        )
-                        tb.memory(
-                            kernel=kc,
-                            space="HBM",
-                            rw="w",
-                            tensor=dst,
-                            addr=int(dev_addr[sl][0]),
-                            nbytes=row,
-                            stride=hkv * row,
-                            count=bt,
-                            stream=1,
-                            dep=rc,
-                        )
-                    rc = tb.memory(
-                        kernel=kc,
-                        space="HOST",
-                        rw="r",
-                        tensor="cis_host",
-                        addr=int(cis_h[j]),
-                        nbytes=bt * 2,
-                        stream=1,
-                    )
-                    tb.memory(
-                        kernel=kc,
-                        space="HBM",
-                        rw="w",
-                        tensor="cis_slots",
-                        addr=int(cis_d[j]),
-                        nbytes=bt * 2,
-                        stream=1,
-                        dep=rc,
-                    )
-            done = tb.event("record", stream=1)
-            tb.event("wait", stream=0, dep=done)
-    pre = tb.build()
-    # attention over the occupied slots, in slot order (tile j of the cache = slot j)
-    keep = np.ascontiguousarray(slot_map >= 0)
-    attn = split_k_trace(
-        plan, tile_keep=keep, producer=PRODUCER, workload={"context": t, "batch": b_}
+    if not fl:
+        return
+    fi = np.array([x[0] for x in fl], dtype=np.int64)
+    fblk = np.array([x[1] for x in fl], dtype=np.int64)
+    fslot = np.array([x[2] for x in fl], dtype=np.int64)
+    bt, hkv = lay.cfg.block_tokens, lay.shape.kv_heads
+    fetch = _BlockFetch(
+        host=lay.host_addr(fi // hkv, fblk * bt, fi % hkv),
+        device=lay.device_addr(fi // hkv, fslot * bt, fi % hkv),
+        cis_host=(fi * lay.t_host + fblk * bt) * 2,
+        cis_device=(fi * lay.cap + fslot * bt) * 2,
     )
-    return pre.concat(attn)
+    if lay.cfg.fetch == "zero_copy":
+        with tb.kernel(
+            "nosa_fetch_zero_copy", ctas=len(fl), threads_per_cta=256, regs_per_thread=32
+        ) as k2:
+            fetch.emit(tb, lay, k2, slice(None), cta=np.arange(len(fl), dtype=np.int64),
+                       phase="fetch", stream=0)  # fmt: skip
+        return
+    ready = tb.event("record", stream=0)
+    tb.event("wait", stream=1, dep=ready)
+    for j in range(len(fl)):
+        with tb.kernel("memcpy_h2d_nosa_block", stream=1) as kc:
+            fetch.emit(tb, lay, kc, slice(j, j + 1), cta=0, phase="", stream=1)
+    done = tb.event("record", stream=1)
+    tb.event("wait", stream=0, dep=done)
+
+
+@dataclass(frozen=True)
+class _BlockFetch:
+    """Byte offsets of the missed blocks' copies: K / V rows in the host copy and the slot
+    cache, and their cis in ``cis_host`` and ``cis_slots`` (each ``[n_missed]``)."""
+
+    host: npt.NDArray[np.int64]
+    device: npt.NDArray[np.int64]
+    cis_host: npt.NDArray[np.int64]
+    cis_device: npt.NDArray[np.int64]
+
+    def emit(
+        self, tb: TraceBuilder, lay: _StepLayout, kernel: int, sel: slice, **where: Any
+    ) -> None:
+        """The copies of blocks ``sel`` in ``kernel``: K, then V, then the cis (``where``:
+        the ``cta``, ``phase`` and ``stream`` of :func:`~._trace.emit_host_copy`)."""
+        bt, hkv, row = lay.cfg.block_tokens, lay.shape.kv_heads, lay.row
+        for host, dev in (("K_host", "K"), ("V_host", "V")):
+            emit_host_copy(tb, "h2d", kernel=kernel, host_tensor=host, device_tensor=dev,
+                           host_addr=self.host[sel], device_addr=self.device[sel], nbytes=row,
+                           stride=hkv * row, count=bt, **where)  # fmt: skip
+        emit_host_copy(tb, "h2d", kernel=kernel, host_tensor="cis_host",
+                       device_tensor="cis_slots", host_addr=self.cis_host[sel],
+                       device_addr=self.cis_device[sel], nbytes=bt * 2, **where)  # fmt: skip

@@ -49,6 +49,9 @@ import numpy.typing as npt
 
 from coaccel.spine.trace import Trace, TraceBuilder
 
+from ._checks import check_integer_fields
+from ._trace import emit_host_copy
+
 __all__ = [
     "MoEShape",
     "SpecterModel",
@@ -95,19 +98,11 @@ class MoEShape:
     draft_group: int = 128
 
     def __post_init__(self) -> None:
-        for name in (
-            "moe_layers",
-            "experts",
-            "top_k",
-            "hidden",
-            "expert_ffn",
-            "weight_bytes",
-            "draft_bits",
-            "draft_group",
-        ):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"MoEShape.{name}={v!r} must be a positive integer")
+        check_integer_fields(
+            self,
+            ("moe_layers", "experts", "top_k", "hidden", "expert_ffn", "weight_bytes",
+             "draft_bits", "draft_group"),
+        )  # fmt: skip
         if self.top_k > self.experts:
             raise ValueError(f"MoEShape: top_k={self.top_k} exceeds experts={self.experts}")
 
@@ -367,24 +362,16 @@ class _Emitter:
         eb = s.expert_bytes
         with tb.kernel(name, stream=1) as k:
             for layer, e, slot in items:
-                r = tb.memory(
+                emit_host_copy(
+                    tb,
+                    "h2d",
                     kernel=k,
-                    space="HOST",
-                    rw="r",
-                    tensor="experts_host",
-                    addr=(layer * s.experts + e) * eb,
+                    host_tensor="experts_host",
+                    device_tensor="expert_slots",
+                    host_addr=(layer * s.experts + e) * eb,
+                    device_addr=(layer * self.m.slots + slot) * eb,
                     nbytes=eb,
                     stream=1,
-                )
-                tb.memory(
-                    kernel=k,
-                    space="HBM",
-                    rw="w",
-                    tensor="expert_slots",
-                    addr=(layer * self.m.slots + slot) * eb,
-                    nbytes=eb,
-                    stream=1,
-                    dep=r,
                 )
         done = tb.event("record", stream=1)
         for layer, e, _ in items:
@@ -490,6 +477,48 @@ def _new_cache(shape: MoEShape, model: SpecterModel, pop: npt.NDArray[np.float64
     return cache
 
 
+def _resolve(
+    shape: MoEShape | None, model: SpecterModel | None, tokens: int
+) -> tuple[MoEShape, SpecterModel]:
+    """The geometry and knobs of a run (defaults for None), checked with its token count."""
+    s, m = shape or MoEShape(), model or SpecterModel()
+    if isinstance(tokens, bool) or tokens < 1:
+        raise ValueError(f"tokens={tokens} must be >= 1")
+    if m.slots > s.experts:
+        raise ValueError(f"slots={m.slots} exceeds experts={s.experts}")
+    return s, m
+
+
+def _plan_prefetch(
+    cache: _Cache,
+    counts: npt.NDArray[np.int64],
+    per_layer: npt.NDArray[np.int64],
+    now: set[tuple[int, int]],
+    slots: int,
+) -> list[tuple[int, int, int]]:
+    """The planner at a boundary (module docstring, step 2): per layer, the experts the draft
+    routed to most (``counts``, ``[layers, experts]``) that are not resident, at most
+    ``slots`` per layer and window (``per_layer`` counts the window's copies so far), each
+    placed in the cache without evicting an expert copied in this window (``now``).
+
+    Returns:
+        The copies ``(layer, expert, slot)``; ``per_layer`` and ``now`` are updated.
+    """
+    batch: list[tuple[int, int, int]] = []
+    for layer in range(counts.shape[0]):
+        order = np.argsort(-counts[layer], kind="stable")[:slots]
+        for e in (int(x) for x in order if counts[layer, x] > 0):
+            if per_layer[layer] >= slots:
+                break
+            if e in cache.resident[layer]:
+                continue
+            protect = {x for (lx, x) in now if lx == layer}
+            batch.append((layer, e, cache.insert(layer, e, protect)))
+            now.add((layer, e))
+            per_layer[layer] += 1
+    return batch
+
+
 def specter_decode(
     shape: MoEShape | None = None,
     model: SpecterModel | None = None,
@@ -508,11 +537,7 @@ def specter_decode(
     Returns:
         :class:`SpecterResult`.
     """
-    s, m = shape or MoEShape(), model or SpecterModel()
-    if isinstance(tokens, bool) or tokens < 1:
-        raise ValueError(f"tokens={tokens} must be >= 1")
-    if m.slots > s.experts:
-        raise ValueError(f"slots={m.slots} exceeds experts={s.experts}")
+    s, m = _resolve(shape, model, tokens)
     rng = np.random.default_rng(seed)
     k_d = m.draft_depth
     router = _Router(s, m, rng)
@@ -539,22 +564,10 @@ def specter_decode(
             np.add.at(counts, (np.arange(s.moe_layers)[:, None], draft[j]), 1)
             if j + 1 != boundary or j + 1 == k_d:
                 continue
-            moved = 0
-            batch: list[tuple[int, int, int]] = []
-            for layer in range(s.moe_layers):
-                order = np.argsort(-counts[layer], kind="stable")[: m.slots]
-                for e in (int(x) for x in order if counts[layer, x] > 0):
-                    if per_layer[layer] >= m.slots:
-                        break
-                    if e in cache.resident[layer]:
-                        continue
-                    protect = {x for (lx, x) in now if lx == layer}
-                    batch.append((layer, e, cache.insert(layer, e, protect)))
-                    now.add((layer, e))
-                    per_layer[layer] += 1
-                    moved += s.expert_bytes
+            batch = _plan_prefetch(cache, counts, per_layer, now, m.slots)
             em.copy(batch, rec, "memcpy_h2d_expert_prefetch")
-            prefetched += moved // s.expert_bytes
+            moved = len(batch) * s.expert_bytes
+            prefetched += len(batch)
             # EMA of what the runtime measures, then the next chunk of draft steps
             bw_est = m.ema_old * bw_est + (1 - m.ema_old) * m.link_gb_per_s * 1e9
             step_est = m.ema_old * step_est + (1 - m.ema_old) * m.draft_step_us * 1e-6
@@ -602,11 +615,7 @@ def specter_baseline(
     Returns:
         :class:`SpecterResult` (``accepted`` empty, ``prefetched`` 0).
     """
-    s, m = shape or MoEShape(), model or SpecterModel()
-    if isinstance(tokens, bool) or tokens < 1:
-        raise ValueError(f"tokens={tokens} must be >= 1")
-    if m.slots > s.experts:
-        raise ValueError(f"slots={m.slots} exceeds experts={s.experts}")
+    s, m = _resolve(shape, model, tokens)
     rng = np.random.default_rng(seed)
     routes, pop = routing_trace(s, m, tokens, rng)
     em = _Emitter(s, m, _workload(s, m, "baseline", tokens, seed))

@@ -265,31 +265,12 @@ def gemm_trace(
     name_w, bits_w = operand_storage(fmt_w, "weight")
     name_y, bits_y = operand_storage(out, "activation")
     bits_p = psum_bits_per_element(psum_mode, sa_n=sa_n)
-    meta = {
-        "op": "gemm",
-        "m": int(m),
-        "n": int(n),
-        "k": int(k),
-        "tile_m": int(tile_m),
-        "tile_n": int(tile_n),
-        "tile_k": int(tile_k),
-        "order": order,
-        "fmt_a": name_a,
-        "fmt_w": name_w,
-        "bits_a": float(bits_a),
-        "bits_w": float(bits_w),
-        "psum_mode": psum_mode,
-        "psum_bits": float(bits_p),
-        "out": name_y,
-        **dict(workload or {}),
-    }
-    if a_resident:
-        meta["a_resident"] = True
-    if n_buffers is not None:
-        meta["n_buffers"] = int(n_buffers)
-        meta["bits_out"] = float(bits_y)
-        if ratio != 1:
-            meta["out_cols_per_n"] = str(ratio)
+    meta = _gemm_meta(
+        (m, n, k, tile_m, tile_n, tile_k), order,
+        OperandStorage(name_a, bits_a), OperandStorage(name_w, bits_w), psum_mode, bits_p,
+        name_y, workload,
+    )  # fmt: skip
+    meta.update(_program_meta(a_resident, n_buffers, bits_y, ratio))
     walk = _walk_tiles(
         (m, n, k), (tile_m, tile_n, tile_k), order, a_resident=a_resident, n_buffers=n_buffers
     )
@@ -305,6 +286,53 @@ def gemm_trace(
     else:
         _emit_gemm(b, walk, layout, _pipelined_schedule(walk, n_buffers), phases=True)
     return b.build()
+
+
+def _gemm_meta(
+    dims: tuple[int, int, int, int, int, int],
+    order: str,
+    a: OperandStorage,
+    w: OperandStorage,
+    psum_mode: str,
+    psum_bits: Fraction,
+    out: str,
+    workload: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The trace's workload metadata: shape ``(m, n, k)`` and tiles, loop order, operand and
+    partial-sum formats and bits, output format, then the caller's ``workload``."""
+    m, n, k, tile_m, tile_n, tile_k = dims
+    return {
+        "op": "gemm",
+        "m": int(m),
+        "n": int(n),
+        "k": int(k),
+        "tile_m": int(tile_m),
+        "tile_n": int(tile_n),
+        "tile_k": int(tile_k),
+        "order": order,
+        "fmt_a": a.name,
+        "fmt_w": w.name,
+        "bits_a": float(a.bits),
+        "bits_w": float(w.bits),
+        "psum_mode": psum_mode,
+        "psum_bits": float(psum_bits),
+        "out": out,
+        **dict(workload or {}),
+    }
+
+
+def _program_meta(
+    a_resident: bool, n_buffers: int | None, bits_y: Fraction, ratio: Fraction
+) -> dict[str, Any]:
+    """Metadata of the program's options: a resident activation slab; for the pipelined
+    program its buffer slots, output bits and (when not 1) output columns per GEMM column."""
+    meta: dict[str, Any] = {"a_resident": True} if a_resident else {}
+    if n_buffers is not None:
+        meta["n_buffers"] = int(n_buffers)
+        meta["bits_out"] = float(bits_y)
+        if ratio != 1:
+            meta["out_cols_per_n"] = str(ratio)
+    return meta
 
 
 def _check_gemm_args(

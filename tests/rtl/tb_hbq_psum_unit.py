@@ -149,7 +149,7 @@ class Harness:
     def _resolvable(self) -> None:
         for name in ("o_sum_valid", "o_sum", "o_valid", "o_q", "o_x"):
             value = getattr(self.dut, name).value
-            if not value.is_resolvable:
+            if not rtlkit.resolvable(value):
                 raise AssertionError(f"cycle {self.cycle}: {name} = {value} is not 0/1")
 
     async def sample(self) -> None:

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from coaccel import synth
 from coaccel.sim.deltallm_fpga import (
     dsp48e2_tiles,
     dsp_breakdown,
@@ -24,6 +23,7 @@ from coaccel.sim.deltallm_fpga import (
 )
 from coaccel.sim.deltallm_fpga.resources import buffer_geometries, memory_cost
 from coaccel.spine.config import override
+from coaccel.targets.deltallm_fpga import synthesis as synth
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = {

@@ -177,6 +177,16 @@ def test_ties_at_non_power_of_two_scales(fmt, opt):
     r = [Fraction(float(v)) / Fraction(float(s_block[0, 0])) for v in ties[0, 0, :8]]
     assert sum(abs(v) in {Fraction(float(m)) for m in mids} for v in r) >= 7
     _assert_same(x2, fmt, opt)
+    # float32 input: most ties are not float32 values, so the kernel's thresholds (float32
+    # bit patterns) fall between two inputs; the nearest float32 values and their neighbours
+    # must still round as in the reference. The block maxima stay as they are (same scales).
+    keep = np.zeros(xb.shape, bool)
+    np.put_along_axis(keep, amax_pos, True, -1)
+    keep = keep.reshape(x.shape)
+    t32 = x2.astype(np.float32)
+    for step in (0, np.inf, -np.inf):
+        v = t32 if step == 0 else np.where(keep, t32, np.nextafter(t32, np.float32(step)))
+        _assert_same(v, fmt, opt)
 
 
 def test_dequantize_kernel_equals_numpy():
@@ -207,11 +217,12 @@ FUSED_CASES = [c for c in ALL_CASES if c[0] in ("mxfp4", "mxfp8_e4m3", "nvfp4", 
 def _fused_inputs(rng: np.random.Generator, n_cols: int) -> np.ndarray:
     """Rows of random data at many magnitudes with zero, negative-zero, float32-subnormal,
     tie-heavy and spike blocks mixed in (finite: the fused path handles those itself)."""
-    rows = [rng.standard_normal(n_cols) * 2.0 ** float(rng.integers(-140, 120)) for _ in range(6)]
+    rows = [rng.standard_normal(n_cols) * 2.0 ** float(rng.integers(-140, 120)) for _ in range(5)]
     rows.append(rng.laplace(size=n_cols))
     rows.append(np.zeros(n_cols))
     rows.append(np.full(n_cols, -0.0))
     rows.append(rng.standard_normal(n_cols) * 1e-40)  # float32 subnormals
+    rows.append(rng.standard_normal(n_cols) * 1e-310)  # float64 subnormals (0 in float32)
     rows.append(rng.choice([0.25, 0.75, 1.25, 2.5, 3.5, 5.0], n_cols) * rng.choice([-1, 1], n_cols))
     spike = rng.standard_normal(n_cols) * 1e-3
     spike[::37] = 3e4
@@ -384,40 +395,85 @@ def test_exact_quotient_index_equals_the_fix_up_rounding(name):
                 fast._nearest_index(v, 1.0, v, vtop, n, mode, neg, is_int, emin, mbits) for v in q
             ]
             assert got == want, (mode, neg)
-
-
-@pytest.mark.parametrize("name", ["e2m1", "int4"])
-def test_threshold_index_equals_the_fix_up_rounding(name):
-    """NVFP4 and INT4 elements are rounded by counting exact thresholds ``midpoint * s``; that
-    must equal the fix-up rounding on every grid value, midpoint and float64 neighbour (times a
-    non-power-of-two scale), past the maximum, on zero and tiny values, for every mode and sign,
-    and with unused threshold slots (+inf)."""
-    from coaccel.models.formats._elem import _elem_grid, _kernel_params
-
-    fmt = ELEMENT_FORMATS[name]
-    vtop, n, is_int, _, _, _, emin, mbits = _kernel_params(fmt)
-    emids = _elem_grid(fmt).mids
-    assert emids.size == fast.THRESHOLD_MIDS
-    rng = np.random.default_rng(12)
-    for s in (1.0, 2.0**-30, 3.0, 0.3125, float(np.float32(1 / 3)) * 448.0 * 1.125):
-        pts = np.concatenate([_elem_grid(fmt).values, emids, [vtop * 3]]) * s
-        a = np.concatenate([
-            pts, np.nextafter(pts, 0), np.nextafter(pts, np.inf), [0.0, 5e-324, 1e-310],
-            rng.uniform(0, vtop * 1.2 * s, 1000),
-        ])  # fmt: skip
-        thr = emids * s
+    # The shared-exponent kernels: |x| at a power-of-two scale 2**S, from x's float64 bits
+    # (float32 subnormals, widened, included).
+    sub32 = np.array([1e-40, 3e-39, 1.4e-45, 1.17e-38], np.float32).astype(np.float64)
+    for scale_exp in (-133, -127, -126, -20, 0, 5, 100):
+        with np.errstate(over="ignore"):  # 1e300 * 2**100 is +inf: index n - 1 either way
+            a = np.concatenate([q * 2.0**scale_exp, sub32])
+        b = a.view(np.int64)
         for mode in range(3):
             for neg in (False, True):
-                got = [fast._threshold_index(v, *thr, mode, neg) for v in a]
+                got = [fast._pow2_scaled_index(v, scale_exp, mode, neg, is_int, emin, mbits)
+                       for v in b]  # fmt: skip
                 want = [
-                    fast._nearest_index(v, s, v / s, vtop, n, mode, neg, is_int, emin, mbits)
+                    fast._nearest_index(v, 2.0**scale_exp, v * 2.0**-scale_exp, vtop, n, mode,
+                                        neg, is_int, emin, mbits)
                     for v in a
-                ]
-                assert got == want, (s, mode, neg)
-                # Fewer midpoints: the slots past them hold +inf and never count.
-                t6 = np.concatenate([thr[:6], [np.inf, np.inf]])
-                got6 = [min(fast._threshold_index(v, *t6, mode, neg), 6) for v in a]
-                assert got6 == [min(k, 6) for k in want], (s, mode, neg)
+                ]  # fmt: skip
+                assert [min(k, n - 1) for k in got] == want, (scale_exp, mode, neg)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_threshold_bit_patterns_decide_like_the_exact_comparisons(dtype):
+    """Element thresholds become the bit pattern of the smallest input-dtype value that passes
+    ``|x| >= t`` or ``|x| > t``: exact for a representable t, for one between two values, for
+    one above the dtype's largest finite value, below its smallest subnormal, and +inf."""
+    bits_dt = np.uint32 if dtype == np.float32 else np.uint64
+    tmpb = np.zeros(1, bits_dt)
+    tmpf = tmpb.view(dtype)
+    fin = np.finfo(dtype)
+    inf_bits = int(np.array(np.inf, dtype).view(bits_dt))
+    rng = np.random.default_rng(14)
+    third = float(np.float32(1 / 3))
+    ts = [0.75, 1.25 * third, 3.5 * third * 448.0 * 1.125, float(fin.max) * 1.5,
+          float(fin.max), float(fin.smallest_subnormal) * 0.3, float(fin.smallest_subnormal) * 2.5,
+          float(fin.smallest_normal) * 1.1, 2.0**-1074, 1e300, np.inf]  # fmt: skip
+    ts += list(rng.uniform(0, 10, 50) * third)
+    for t in ts:
+        at_least = fast._bits_at_least(t, tmpb, tmpf)
+        above = fast._bits_above(t, tmpb, tmpf, inf_bits)
+        with np.errstate(over="ignore"):  # t above the dtype's maximum
+            near = np.array([t], dtype=dtype)
+            vals = np.concatenate([
+                near, np.nextafter(near, np.inf), np.nextafter(near, 0),
+                np.nextafter(np.nextafter(near, np.inf), np.inf),
+                [0, fin.smallest_subnormal, fin.max],
+            ]).astype(dtype)  # fmt: skip
+        vals = vals[np.isfinite(vals)]
+        b = vals.view(bits_dt).astype(np.int64)
+        assert np.array_equal(b >= at_least, vals.astype(np.float64) >= t), t
+        assert np.array_equal(b >= above, vals.astype(np.float64) > t), t
+
+
+@pytest.mark.parametrize("scale_name", ["e8m0", "ue4m3", "e5m3", "fp16"])
+@pytest.mark.parametrize("mode", ["rne", "half_away", "half_up", "ceil", "floor"])
+def test_scale_index_equals_the_reference_rounding(scale_name, mode):
+    """Block scales are rounded from the quotient's bits plus the exact fix-up: equal to the
+    reference on every scale value, midpoint and their neighbours (times the divisor), below
+    the smallest and above the largest value, at 0, and on random amaxes."""
+    from coaccel.models.formats import scale_format
+    from coaccel.models.formats._elem import _round_grid
+    from coaccel.models.formats._scale import _scale_grid
+
+    sf = scale_format(scale_name)
+    grid = _scale_grid(sf)
+    e0, off = fast._grid_binades(grid.values, 1 - sf.bias, sf.mbits)
+    rng = np.random.default_rng(15)
+    pts = np.concatenate([grid.values, grid.mids])
+    if pts.size > 2000:  # FP16: its subnormal and lowest normal binades, its top, and a sample
+        pts = np.concatenate([grid.values[:600], grid.mids[:600], pts[-600:], pts[::97]])
+    pts = np.concatenate([pts, [grid.values[-1] * 4, grid.values[1] / 3]])
+    for d in (1.0, 6.0, 7.0, 3.0, 0.375):
+        a = np.concatenate([
+            pts * d, np.nextafter(pts * d, 0), np.nextafter(pts * d, np.inf), [0.0, 5e-324],
+            2.0 ** rng.uniform(np.log2(grid.values[1]) - 3, np.log2(grid.values[-1]) + 2, 1000),
+        ])  # fmt: skip
+        want = _round_grid(a, d, grid, mode)
+        m = fast.MODE_CODES[mode]
+        got = [fast._scale_index(v, d, m, grid.mids, grid.values, grid.even, e0, off, sf.mbits)
+               for v in a]  # fmt: skip
+        assert np.array_equal(got, want), d
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -434,3 +490,42 @@ def test_nvfp4_threshold_path_ragged_zero_and_subnormal_blocks(dtype):
     _assert_same(x.astype(dtype), "nvfp4", {})
     for row in x.astype(dtype):
         _assert_same(row, "nvfp4", {})
+
+
+def _clamped_by_full_scan(q, x, axis):
+    """The clamped-block count from every block of the tensor (what ``quantize`` reports
+    from the edge blocks alone)."""
+    from coaccel.models.formats import block_axis
+    from coaccel.models.formats._quantized import _scale_code_range
+
+    lo, hi = _scale_code_range(q.spec)
+    edge = (q.scales == lo) | (q.scales == hi)
+    xb = block_axis(np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0), axis, q.codes.shape[-1])
+    amax = np.abs(xb[edge]).max(axis=-1)
+    dmax = np.abs(q.dequantize_blocks()[edge]).max(axis=-1)
+    return int(((amax > 1.5 * dmax) | ((amax > 0) & (dmax == 0))).sum())
+
+
+@pytest.mark.parametrize("fmt", ["nvfp4", "nvfp4_e5m3", "mxfp4", "hbq-a", "hbq-e"])
+def test_clamped_blocks_from_the_edge_blocks_equal_a_full_scan(fmt):
+    """``quantize`` gathers and decodes only the blocks whose scale sits at either end of the
+    scale range (NVFP4's largest block always does); its count equals a scan of every block,
+    on ragged, transposed and 3-D tensors, float16 input and ±Inf (saturated) values."""
+    import warnings
+
+    from coaccel.models.formats import QuantizationRangeWarning
+
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal((6, 300)) * 2.0 ** rng.integers(-30, 30, (6, 1))
+    x[1, :40] *= 1e12
+    x[2, 100:140] *= 1e-12
+    x[3, 7] = np.inf
+    x[4, 9] = -np.inf
+    cases = [(x, -1), (x.T, 0), (x.reshape(2, 3, 300), -1), (x[:, :129], -1)]
+    with np.errstate(over="ignore"):  # float16: the largest values become Inf
+        cases.append((np.nan_to_num(x, posinf=0, neginf=0).astype(np.float16), -1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", QuantizationRangeWarning)
+        for xc, axis in cases:
+            q = quantize(xc, fmt, axis=axis)
+            assert q.clamped_blocks == _clamped_by_full_scan(q, xc, axis % xc.ndim)

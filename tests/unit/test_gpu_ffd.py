@@ -348,9 +348,10 @@ def test_workload_spec_and_metrics() -> None:
 
 def test_validation_rows_speedup_below_bound_and_error_against_keep() -> None:
     from coaccel.sim.gpu_mem import load_arch, simulate
-    from coaccel.targets.gpu.ffd import PAPER_SPEEDUP, ffd_validation, keep_for_speedup
+    from coaccel.targets.gpu.ffd import ffd_validation, keep_for_speedup, paper_speedup
 
-    assert traffic_bound_speedup(keep_for_speedup(PAPER_SPEEDUP)) == pytest.approx(PAPER_SPEEDUP)
+    paper = paper_speedup().value  # 11.6x, arch_configs/validation/gpu.yaml
+    assert traffic_bound_speedup(keep_for_speedup(paper)) == pytest.approx(paper)
     arch = load_arch("h200")
     anchors, notes = ffd_validation(
         {"h200": arch}, {"h200": (arch,)}, lambda a, w, m: simulate(a, w, mode=m),
@@ -362,7 +363,7 @@ def test_validation_rows_speedup_below_bound_and_error_against_keep() -> None:
     assert len(speed) == 4 and len(err) == 5 and len(notes) == 2
     sp = [a.ours for a in speed[:3]]
     assert sp[0] > sp[1] > sp[2] > 1  # fewer kept blocks, faster
-    assert all(a.ours <= a.measured for a in speed[:3])  # never past the bandwidth bound
-    assert speed[3].measured == PAPER_SPEEDUP and speed[3].fit == "predicted"
+    assert all(a.ours <= a.paper for a in speed[:3])  # never past the bandwidth bound
+    assert speed[3].paper == paper and speed[3].fit == "predicted"
     forced = [a.ours for a in err[2:]]
     assert forced[0] > forced[1] > forced[2] > 0

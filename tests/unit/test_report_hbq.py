@@ -13,10 +13,10 @@ import pytest
 
 from coaccel.cli import main
 from coaccel.cost import arch_area, evaluate
-from coaccel.sim.hbq_asic import load_arch
-from coaccel.sim.hbq_asic.stats import BufferAccess, DramAccess, HbqSimStats
 from coaccel.report.document import CSV_COLUMNS
 from coaccel.report.validation import VALIDATION_CSV_COLUMNS
+from coaccel.sim.hbq_asic import load_arch
+from coaccel.sim.hbq_asic.stats import BufferAccess, DramAccess, HbqSimStats
 from coaccel.targets.hbq_asic.report import (
     format_validation_table,
     write_cost_report,
@@ -95,6 +95,36 @@ def test_validation_text_says_why_it_differs() -> None:
     assert "ours as [R-PM] counts (error)" in sys_block and "3.06 (+2.0%)" in sys_block
     pe_block = text.split("PE area per MAC")[1].split("\n\n")[0]
     assert "[R-PM] counts" not in pe_block
+
+
+def test_validation_band_and_data_columns(tmp_path: Path) -> None:
+    """A row judged by a band shows the band, the ``data`` column says real or synthetic, and
+    the Markdown shows only the columns a group uses."""
+    v = Validation(
+        (
+            Target("w1", "inside", 1.0, 1.02, "s", None, "[S12] f", "n", ours_low=0.95,
+                   ours_high=1.05, data="real"),
+            Target("w1", "outside", 1.0, 1.2, "s", None, "[S12] f", "too slow", ours_low=0.95,
+                   ours_high=1.05, data="synthetic", fit="fitted"),
+            Target("curve_mape", "curve: MAPE", 3.0, 0.0, "%", None, "[S12] f", "n",
+                   tolerance_abs=5.0),
+        )
+    )  # fmt: skip
+    text = format_validation_table(v)
+    assert "ours (band)" in text and "1 (0.95..1.05)" in text
+    assert "why (outside): too slow" in text
+    assert text.splitlines()[-1] == "targets: predicted: 2 ok; fitted (in sample): 1 differs"
+    csv_path, md_path = write_validation_report(v, tmp_path)
+    rows = list(csv.DictReader(csv_path.open()))
+    assert [(r["data"], r["ours_low"], r["ours_high"], r["status"]) for r in rows[:2]] == [
+        ("real", "0.95", "1.05", "ok"),
+        ("synthetic", "0.95", "1.05", "differs"),
+    ]
+    assert rows[2]["tolerance_abs"] == "5" and rows[2]["tolerance_pct"] == ""
+    assert rows[2]["status"] == "ok" and rows[2]["error_pct"] == ""
+    w1, curve = md_path.read_text().split("## curve_mape")
+    assert "| band low | band high |" in w1 and "| data |" in w1 and "| tol. |" not in w1
+    assert "| tol. |" in curve and "| band low |" not in curve and "| 1 sigma |" not in curve
 
 
 def _stats(arch: str, workload: str) -> HbqSimStats:

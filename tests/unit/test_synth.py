@@ -1,8 +1,11 @@
-"""The Yosys area flow (``coaccel.synth``, ``coaccel synth``) and the committed area table.
+"""The Yosys area flow (``coaccel.synth``, ``coaccel synth``) and the HBQ blocks' area table.
 
 * Log parsing rejects cut-off logs and partial estimates (the Yosys failure mode DESIGN.md warns
   about), on hand-written logs; the hierarchical (array) parser re-does Yosys's design-hierarchy
   multiplication and rejects logs whose totals are not the instance-weighted module sums.
+* The generic machinery names no target: the sets come from the registry
+  (:class:`~coaccel.spine.target.SynthesisSet`), and the HBQ set
+  (:mod:`coaccel.targets.hbq_asic.synthesis`) is declared consistently with its points.
 * The committed ``rtl/synth/hbq_area.csv`` has the documented columns, covers every design point,
   carries the Yosys version on every row, and its transistor counts equal Yosys's CMOS cost model
   (NAND2 / NOR2 4 transistors, NOT 2, D flip-flop 16) applied to its own cell counts.
@@ -11,13 +14,17 @@
   out by hand from hbq_array.v's port layout.
 * The calibration arithmetic against the published 28 nm areas, on hand-made rows.
 * ``@pytest.mark.synth``: re-synthesizing one small point (the FP16 adder) reproduces its
-  committed row exactly (the flow is deterministic).
+  committed row exactly (the flow is deterministic), also through ``coaccel synth
+  --update-committed`` on a copy of ``rtl/``, which leaves the table byte for byte as it was.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -25,7 +32,9 @@ from testkit import require_program
 
 from coaccel import synth
 from coaccel.cli import main
+from coaccel.simulation import target, targets
 from coaccel.spine.errors import CoaccelError
+from coaccel.targets.hbq_asic import synthesis as hbq
 
 ROOT = Path(__file__).resolve().parents[2]
 AREA_CSV = ROOT / "rtl" / "synth" / "hbq_area.csv"
@@ -236,20 +245,20 @@ def test_parse_asic_hier_log_rejects_inconsistent_logs():
 
 def test_unknown_group_lists_the_valid_ones():
     with pytest.raises(CoaccelError, match="unknown block group.*nosuch; valid: fp16_add, "):
-        synth.select_points(["fp16_add", "nosuch"])
+        hbq.select_points(["fp16_add", "nosuch"])
 
 
 def test_cli_lists_groups_and_rejects_unknown_ones(capsys):
     assert main(["synth", "--list"]) == 0
     out = capsys.readouterr().out
-    for group in synth.GROUPS:
+    for group in hbq.GROUPS:
         assert f"{group}:" in out
     assert main(["synth", "--blocks", "nosuch", "--out", "unused.csv"]) == 2
     assert "unknown block group(s) nosuch" in capsys.readouterr().err
 
 
 def test_scripts_fill_the_templates():
-    (pt,) = [p for p in synth.GROUPS["pe_ub"] if dict(p.params)["UB"] == 8]
+    (pt,) = [p for p in hbq.GROUPS["pe_ub"] if dict(p.params)["UB"] == 8]
     rtl = ROOT / "rtl"
     asic = synth.asic_script(pt, rtl)
     fpga = synth.fpga_script(pt, rtl)
@@ -261,13 +270,71 @@ def test_scripts_fill_the_templates():
         assert str(rtl / "hbq" / "hbq_adder_tree.v") in text
     assert "abc -g cmos2" in asic and "stat -tech cmos" in asic
     assert "synth_xilinx -family xcup" in fpga
-    (arr,) = [p for p in synth.GROUPS["array"] if dict(p.params)["N_PE"] == 32]
+    (arr,) = [p for p in hbq.GROUPS["array"] if dict(p.params)["N_PE"] == 32]
     text = synth.asic_script(arr, rtl)
     assert "@" not in text
     assert "blackbox *hbq_ram_1r1w" in text
     assert "setattr -mod -set keep_hierarchy 1 *hbq_pe *hbq_psum_unit" in text
     assert "stat -tech cmos -top hbq_array" in text
     assert "-chparam N_PE 32 -chparam B 128 -chparam UB 32" in text
+
+
+def test_hbq_set_is_declared_with_its_points():
+    (s,) = target("hbq_asic").synthesis
+    assert (s.name, s.table, s.rtl_folder, s.view) == (
+        "hbq",
+        hbq.TABLE,
+        hbq.RTL_FOLDER,
+        "asic+fpga",
+    )
+    assert s.default and s.groups() is hbq.GROUPS
+    assert {p.area for p in hbq.select_points()} == {hbq.RTL_FOLDER}
+    assert "HBQ PE, μB sweep" in s.summary(synth.read_area_csv(AREA_CSV))
+
+
+def _string_constants(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    return {
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    }
+
+
+def test_generic_synthesis_code_names_no_target():
+    """``coaccel.synth`` and the command reach targets only through the registry."""
+    files = [*(ROOT / "coaccel" / "synth").glob("*.py"), ROOT / "coaccel" / "commands" / "synth.py"]
+    names: set[str] = set()
+    for t in targets():
+        names.add(t.kind)
+        for s in t.synthesis:
+            names |= {s.name, s.rtl_folder, s.table}
+            names |= {p.top for pts in s.groups().values() for p in pts}
+    found = [
+        (f.name, text, name)
+        for f in files
+        for text in _string_constants(f)
+        for name in names
+        if text == name or re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", text)
+    ]
+    assert not found, found
+
+
+def test_find_rtl_dir_needs_synth_and_the_subfolder(tmp_path):
+    (tmp_path / "rtl" / "synth").mkdir(parents=True)
+    assert synth.find_rtl_dir(tmp_path) == tmp_path / "rtl"
+    (tmp_path / "rtl" / "blocks").mkdir()
+    assert synth.find_rtl_dir(tmp_path, "blocks") == tmp_path / "rtl"
+    with pytest.raises(CoaccelError, match=r"with synth/ and nosuch/"):
+        synth.find_rtl_dir(tmp_path, "nosuch")
+
+
+def test_cli_lists_every_set(capsys):
+    assert main(["synth", "--list"]) == 0
+    out = capsys.readouterr().out
+    for t in targets():
+        for s in t.synthesis:
+            assert f"{s.name} (target {t.kind}, {s.view}, rtl/synth/{s.table})" in out
+    assert main(["synth", "--update-committed", "--out", "x"]) == 2
+    assert "--out and --update-committed exclude each other" in capsys.readouterr().err
 
 
 # ---- calibration ------------------------------------------------------------------------
@@ -280,7 +347,7 @@ def test_calibration_ratios_by_hand():
         _row("pe_l1", "hbq_pe", "B=128;UB=32;ACT_BITS=5;ACT_L2=0;W_L2=0", 128, 1000.0),
         _row("pe_l1", "hbq_pe", "B=128;UB=32;ACT_BITS=8;ACT_L2=0;W_L2=0", 128, 1500.0),
     ]
-    cal = {(c["sweep"].split(",")[0], c["point"]): c for c in synth.calibration(rows)}
+    cal = {(c["sweep"].split(",")[0], c["point"]): c for c in hbq.calibration(rows)}
     ub8 = cal[("HBQ PE", "UB=8")]
     assert ub8["transistor_ratio"] == pytest.approx(1.2)
     assert ub8["published_ratio"] == pytest.approx(86.60 / 72.27)
@@ -299,13 +366,13 @@ def test_breakdown_shares_by_hand():
         {"top": "hbq_adder_tree", "params": "N=4;IW=22;OW=24", "cmos_transistors": "20"},
         {"top": "hbq_l1_convert", "params": "PTW=24;F=7", "cmos_transistors": "80"},
     ]
-    got = {p["part"]: p for p in synth.breakdown(rows)}
+    got = {p["part"]: p for p in hbq.breakdown(rows)}
     # 500 + 4 * 100 + 20 + 80 = 1000 transistors; published 4284 + 2656 + 128 + 394 = 7462 µm².
     assert got["ub_trees"]["transistors"] == 400
     assert got["ub_trees"]["share"] == pytest.approx(0.4)
     assert got["multipliers"]["share"] == pytest.approx(0.5)
     assert got["l1_convert"]["published_share"] == pytest.approx(394 / 7462)
-    assert synth.breakdown(rows[:3]) == []
+    assert hbq.breakdown(rows[:3]) == []
 
 
 def test_merge_rows_replaces_by_point_in_table_order():
@@ -318,7 +385,7 @@ def test_merge_rows_replaces_by_point_in_table_order():
         _row("pe_ub", "hbq_pe", "B=128;UB=8;ACT_BITS=5", 128, 2.0),
         _row("pe_ub", "hbq_pe", "B=128;UB=4;ACT_BITS=5", 128, 3.0),
     ]
-    got = synth.merge_rows(old, new)
+    got = synth.merge_rows(old, new, hbq.select_points())
     # fp16_add comes first in GROUPS, then μB 4 before μB 8; the undefined point is dropped.
     assert [(r["top"], r["params"], r["cmos_transistors_per_mac"]) for r in got] == [
         ("hbq_fp16_add", "", "0.00"),
@@ -396,7 +463,7 @@ def test_committed_array_rows_are_pes_plus_the_rest(committed, n_pe):
 
 def test_committed_rows_match_the_current_rtl(committed):
     """A row is stale when its Verilog files or the scripts changed since it was synthesized."""
-    points = {(p.top, p.param_string): p for p in synth.select_points()}
+    points = {(p.top, p.param_string): p for p in hbq.select_points()}
     stale = [
         f"{r['top']} {r['params']}"
         for r in committed
@@ -407,14 +474,14 @@ def test_committed_rows_match_the_current_rtl(committed):
 
 def test_committed_table_covers_every_design_point(committed):
     have = [(r["group"], r["top"], r["params"]) for r in committed]
-    want = [(p.group, p.top, p.param_string) for p in synth.select_points()]
+    want = [(p.group, p.top, p.param_string) for p in hbq.select_points()]
     assert have == want
 
 
 @pytest.mark.synth
 def test_resynthesis_reproduces_the_committed_row(committed, tmp_path):
     yosys = require_program("yosys", "apt-get install yosys")
-    (point,) = synth.GROUPS["fp16_add"]
+    (point,) = hbq.GROUPS["fp16_add"]
     rows = synth.synthesize_all([point], rtl_dir=ROOT / "rtl", work_dir=tmp_path, yosys=yosys)
     (row,) = rows
     (old,) = [r for r in committed if r["top"] == point.top and r["params"] == ""]
@@ -431,7 +498,7 @@ def test_resynthesis_reproduces_the_committed_row(committed, tmp_path):
 def test_small_array_keeps_hierarchy_and_rams_out(tmp_path):
     """A 2-PE array through the real flow: hierarchy totals last, PEs x 2 + rest, RAMs as SRAM."""
     yosys = require_program("yosys", "apt-get install yosys")
-    (big,) = [p for p in synth.GROUPS["array"] if dict(p.params)["N_PE"] == 8]
+    (big,) = [p for p in hbq.GROUPS["array"] if dict(p.params)["N_PE"] == 8]
     params = (("N_PE", 2), ("B", 8), ("UB", 4), ("PSUM_MODE", 1), ("TOK_DEPTH", 8), ("KB_DEPTH", 2))
     small = dataclasses.replace(big, params=params, macs=2 * 8)
     (row,) = synth.synthesize_all([small], rtl_dir=ROOT / "rtl", work_dir=tmp_path, yosys=yosys)
@@ -448,3 +515,26 @@ def test_small_array_keeps_hierarchy_and_rams_out(tmp_path):
     assert int(row["sram_bits"]) == 16 * 52 + 8 * 24
     # Had the 1,024 RAM bits become flip-flops, they alone would outnumber every register here.
     assert int(row["asic_dff_cells"]) < 16 * 52 + 8 * 24
+
+
+@pytest.mark.synth
+def test_cli_update_committed_rewrites_the_same_table(tmp_path, capsys):
+    """``coaccel synth --blocks fp16_add --update-committed`` on a copy of rtl/: same bytes,
+    no manifest among the committed tables; with --out: the table and its manifest."""
+    require_program("yosys", "apt-get install yosys")
+    rtl = tmp_path / "rtl"
+    shutil.copytree(ROOT / "rtl", rtl)
+    work = tmp_path / "work"
+    args = ["synth", "--blocks", "fp16_add", "--rtl-dir", str(rtl), "--work-dir", str(work)]
+    assert main([*args, "--update-committed", "--quiet"]) == 0
+    assert (rtl / "synth" / hbq.TABLE).read_bytes() == AREA_CSV.read_bytes()
+    assert sorted(p.name for p in (rtl / "synth").glob("*.json")) == []
+    capsys.readouterr()
+    # the logs of the first run answer the second (same scripts, same sources)
+    out = tmp_path / "out"
+    assert main([*args, "--reuse-logs", "--out", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["file"] == str(out / hbq.TABLE) and len(doc["rows"]) == 1
+    assert (out / "manifest.json").is_file()
+    (row,) = synth.read_area_csv(out / hbq.TABLE)
+    assert row == _row_of(synth.read_area_csv(AREA_CSV), "fp16_add", "hbq_fp16_add", "")

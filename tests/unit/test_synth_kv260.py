@@ -7,6 +7,8 @@
   a different script, other sources or a log without its digest are not.
 * The committed ``rtl/synth/deltallm_kv260.csv`` has the documented columns, covers every point,
   is not older than its RTL, carries the Yosys version, and fits the KV260.
+* The set is declared in the target (:mod:`coaccel.targets.deltallm_fpga.synthesis`), and
+  ``coaccel synth --target deltallm --reuse-logs`` writes its table from finished logs.
 """
 
 from __future__ import annotations
@@ -17,9 +19,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from testkit import require_program
 
 from coaccel import synth
+from coaccel.cli import main
+from coaccel.simulation import target
 from coaccel.spine.errors import CoaccelError
+from coaccel.targets.deltallm_fpga import synthesis as dl
 
 ROOT = Path(__file__).resolve().parents[2]
 KV260_CSV = ROOT / "rtl" / "synth" / "deltallm_kv260.csv"
@@ -59,10 +65,10 @@ def test_parse_fpga_log_counts_uram_only_when_asked():
 
 
 def test_points_use_the_deltallm_folder_and_the_abc9_template():
-    points = synth.select_kv260_points()
+    points = dl.select_kv260_points()
     assert {p.area for p in points} == {"deltallm"}
-    assert [p.top for p in synth.KV260_GROUPS["dl_top"]] == ["dl_attention_top"]
-    top = synth.KV260_GROUPS["dl_top"][0]
+    assert [p.top for p in dl.KV260_GROUPS["dl_top"]] == ["dl_attention_top"]
+    top = dl.KV260_GROUPS["dl_top"][0]
     assert top.param_string == "D=128;L=16;M=16;PQ=4"
     script = synth.fpga_script(top, ROOT / "rtl")
     assert "synth_xilinx -family xcup -abc9" in script
@@ -70,13 +76,13 @@ def test_points_use_the_deltallm_folder_and_the_abc9_template():
         assert str(ROOT / "rtl" / "deltallm" / f"{m}.v") in script
     assert "-chparam PQ 4" in script
     with pytest.raises(CoaccelError, match="valid: dl_blocks, dl_top"):
-        synth.select_kv260_points(["pe_ub"])
+        dl.select_kv260_points(["pe_ub"])
 
 
 def test_digest_covers_the_sources_and_the_template(tmp_path):
     rtl = tmp_path / "rtl"
     shutil.copytree(ROOT / "rtl", rtl)
-    (point,) = synth.KV260_GROUPS["dl_top"]
+    (point,) = dl.KV260_GROUPS["dl_top"]
     base = synth.source_digest(point, rtl, asic=False)
     with (rtl / "synth" / "asic.ys").open("a") as f:
         f.write("# not read by the FPGA-only table\n")
@@ -91,7 +97,7 @@ def test_digest_covers_the_sources_and_the_template(tmp_path):
 
 
 def test_a_finished_log_of_the_same_script_is_reused(tmp_path):
-    (point,) = [p for p in synth.KV260_GROUPS["dl_blocks"] if p.top == "dl_exp2"]
+    (point,) = [p for p in dl.KV260_GROUPS["dl_blocks"] if p.top == "dl_exp2"]
     work = tmp_path / point.slug
     work.mkdir()
     digest = synth.source_digest(point, ROOT / "rtl", asic=False)
@@ -102,7 +108,7 @@ def test_a_finished_log_of_the_same_script_is_reused(tmp_path):
         (work / "fpga.sources").unlink(missing_ok=True)
         if sources is not None:
             (work / "fpga.sources").write_text(sources)
-        return synth.synthesize_kv260(
+        return dl.synthesize_kv260(
             point,
             rtl_dir=ROOT / "rtl",
             work_dir=tmp_path,
@@ -124,13 +130,45 @@ def test_a_finished_log_of_the_same_script_is_reused(tmp_path):
 
 
 def test_csv_round_trip_and_header_check(tmp_path):
-    row = {c: str(i) for i, c in enumerate(synth.KV260_COLUMNS)}
+    row = {c: str(i) for i, c in enumerate(dl.KV260_COLUMNS)}
     path = tmp_path / "t.csv"
-    path.write_text(synth.kv260_rows_to_csv([row]))
-    assert synth.read_kv260_csv(path) == [row]
+    path.write_text(dl.kv260_rows_to_csv([row]))
+    assert dl.read_kv260_csv(path) == [row]
     path.write_text("group,top\n")
     with pytest.raises(CoaccelError, match="header"):
-        synth.read_kv260_csv(path)
+        dl.read_kv260_csv(path)
+
+
+def test_deltallm_set_is_declared_with_its_points():
+    (s,) = target("deltallm_fpga").synthesis
+    assert (s.name, s.table, s.rtl_folder, s.view) == ("deltallm", dl.TABLE, dl.RTL_FOLDER, "fpga")
+    assert not s.default and s.groups() is dl.KV260_GROUPS
+    assert synth.VIEWS[s.view] == dl.KV260_COLUMNS
+    assert {p.area for p in dl.select_kv260_points()} == {dl.RTL_FOLDER}
+    rows = dl.read_kv260_csv(KV260_CSV)
+    assert s.summary(rows).count("\n") == len(rows)  # a header, then one line per row
+
+
+@pytest.mark.synth
+def test_cli_writes_the_table_from_finished_logs(tmp_path, capsys):
+    """--reuse-logs: a finished log of the same script on the same sources answers the run."""
+    require_program("yosys", "apt-get install yosys")
+    work = tmp_path / "work"
+    (point,) = dl.KV260_GROUPS["dl_top"]
+    (work / point.slug).mkdir(parents=True)
+    (work / point.slug / "fpga.ys").write_text(synth.fpga_script(point, ROOT / "rtl"))
+    (work / point.slug / "fpga.log").write_text(LOG)
+    digest = synth.source_digest(point, ROOT / "rtl", asic=False)
+    (work / point.slug / "fpga.sources").write_text(digest)
+    out = tmp_path / "out"
+    argv = ["synth", "--target", "deltallm", "--blocks", "dl_top", "--reuse-logs",
+            "--work-dir", str(work), "--rtl-dir", str(ROOT / "rtl"), "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "share of the KV260" in text and f"wrote {out / dl.TABLE}" in text
+    (row,) = dl.read_kv260_csv(out / dl.TABLE)
+    assert (row["fpga_luts"], row["fpga_bram36"], row["rtl_digest"]) == ("6", "1.5", digest)
+    assert (out / "manifest.json").is_file()
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -145,25 +183,25 @@ def test_cli_lists_the_kv260_groups_and_rejects_bad_options():
     r = _cli("synth", "--target", "deltallm", "--reuse-logs")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "--reuse-logs needs --work-dir" in r.stderr
-    r = _cli("synth", "--reuse-logs")
-    assert r.returncode == 2 and "--reuse-logs applies to --target deltallm" in r.stderr
+    r = _cli("synth", "--target", "deltallm", "--update-committed", "--out", "x")
+    assert r.returncode == 2 and "--out and --update-committed exclude each other" in r.stderr
 
 
 @pytest.fixture(scope="module")
 def committed():
-    return synth.read_kv260_csv(KV260_CSV)
+    return dl.read_kv260_csv(KV260_CSV)
 
 
 def test_committed_table_covers_every_point(committed):
     have = [(r["group"], r["top"], r["params"]) for r in committed]
-    want = [(p.group, p.top, p.param_string) for p in synth.select_kv260_points()]
+    want = [(p.group, p.top, p.param_string) for p in dl.select_kv260_points()]
     assert have == want
     assert all(r["yosys_version"].startswith("Yosys ") for r in committed)
 
 
 def test_committed_rows_match_the_current_rtl(committed):
     """A row is stale when its Verilog files or the template changed since it was synthesized."""
-    points = {(p.top, p.param_string): p for p in synth.select_kv260_points()}
+    points = {(p.top, p.param_string): p for p in dl.select_kv260_points()}
     stale = [
         f"{r['top']} {r['params']}"
         for r in committed
@@ -207,13 +245,13 @@ def test_lutram_cells_count_their_luts():
 def test_kv260_use_adds_the_lutram_luts_to_the_lut_budget():
     row = {"fpga_luts": "100", "fpga_lutram_luts": "40", "fpga_ffs": "7", "fpga_dsps": "3",
            "fpga_bram36": "1.5", "fpga_uram": "2"}  # fmt: skip
-    assert synth.kv260_use(row) == {"fpga_luts": 140.0, "fpga_ffs": 7.0, "fpga_dsps": 3.0,
+    assert dl.kv260_use(row) == {"fpga_luts": 140.0, "fpga_ffs": 7.0, "fpga_dsps": 3.0,
                                     "fpga_bram36": 1.5, "fpga_uram": 2.0}  # fmt: skip
 
 
 def test_committed_top_fits_the_kv260(committed):
     """The attention top at the KV260 configuration inside the XCK26's resources ([DS987])."""
     (top,) = [r for r in committed if r["top"] == "dl_attention_top"]
-    use = synth.kv260_use(top)
-    over = {k: (v, synth.KV260_LIMITS[k]) for k, v in use.items() if v > synth.KV260_LIMITS[k]}
+    use = dl.kv260_use(top)
+    over = {k: (v, dl.KV260_LIMITS[k]) for k, v in use.items() if v > dl.KV260_LIMITS[k]}
     assert not over, f"the attention top overuses the KV260: {over}"

@@ -10,13 +10,11 @@ import sys
 import pytest
 
 import coaccel
-from coaccel.targets.deltallm_fpga.validation import (
-    PAPER_DELTA_KEY_SPARSITY,
-    PAPER_SPEEDUP,
-    PAPER_STRUCTURED_SPARSITY,
-    validate_deltallm,
-)
-from coaccel.validate import hbq, targets
+from coaccel.targets.deltallm_fpga.validation import PUBLISHED, validate_deltallm
+from coaccel.targets.deltallm_fpga.validation_report import format_deltallm_validation
+from coaccel.targets.hbq_asic import validation as hbq
+from coaccel.validate import targets
+from coaccel.validate.published import load_published
 
 
 @pytest.fixture(scope="module")
@@ -38,10 +36,30 @@ def test_rows_and_roles(small):
         assert t.source.startswith("[")
     for t in small.select("calibration"):
         assert t.status == "ok"
+    fig = load_published(PUBLISHED)
     paper = {t.paper for t in small.select("speedup")}
-    assert paper == {PAPER_SPEEDUP}
+    assert paper == {fig["speedup_vs_tellme_v2"].value} == {1.62}
     sp = {t.paper for t in small.select("sparsity")}
-    assert sp == {PAPER_DELTA_KEY_SPARSITY, PAPER_STRUCTURED_SPARSITY}
+    assert sp == {fig["delta_key_sparsity"].value, fig["structured_score_sparsity"].value}
+    assert [t.paper for t in small.select("calibration")] == [0.45, 0.96]
+    assert {t.source for t in small.select("calibration")} == {
+        fig["tellme_v2.ttft_64_tokens"].source
+    }
+
+
+def test_rows_say_their_keys_are_synthetic(small):
+    """Sparsity and speedup follow the design's keys (the seeded generator): ``data``
+    synthetic; the baseline's calibration and the resources do not depend on them."""
+    for t in small.targets:
+        want = "synthetic" if t.group in ("sparsity", "speedup") else ""
+        assert t.data == want, t.name
+
+
+def test_text_ends_with_the_summary_line(small):
+    text = format_deltallm_validation(small)
+    last = text.splitlines()[-1]
+    assert last.startswith("targets: predicted: ") and "; fitted (in sample): 2 ok" in last
+    assert "note: Baseline: TeLLMe-v2 calibrated" in text
 
 
 def test_values_are_the_simulators(small):
@@ -68,6 +86,7 @@ def test_cli_writes_csv_and_json(tmp_path):
     assert len(doc["targets"]) == 12
     rows = list(csv.DictReader((tmp_path / "deltallm_validation.csv").open()))
     assert [r["target"] for r in rows] == [t["target"] for t in doc["targets"]]
+    assert {r["data"] for r in rows} == {"", "synthetic"} and all(r["status"] for r in rows)
     assert (tmp_path / "deltallm_validation.md").read_text().startswith("# DeltaLLM validation")
 
 

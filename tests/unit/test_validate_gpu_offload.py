@@ -17,8 +17,8 @@ def test_rows_and_sources(rows):
     assert groups == {"w3", "w3_error", "w4"}
     assert all(a.fit == "predicted" for a in anchors)
     by = {a.name: a for a in anchors}
-    assert by["NOSA attention step vs FullAttn (W1, KV in HBM), speedup"].measured == 5.04
-    assert any(a.measured == 1.50 for a in anchors if a.group == "w4")
+    assert by["NOSA attention step vs FullAttn (W1, KV in HBM), speedup"].paper == 5.04
+    assert any(a.paper == 1.50 for a in anchors if a.group == "w4")
     assert notes
 
 

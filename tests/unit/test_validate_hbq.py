@@ -1,7 +1,9 @@
-"""HBQ validation targets (coaccel.targets.hbq_asic.validation): PE rows, claims, system energy, speedups.
+"""HBQ validation targets (coaccel.targets.hbq_asic.validation): PE rows, claims, system energy,
+speedups, and the shared row model's rules.
 
-Paper values are typed from specs/hbq.md §3; expected ours-values are worked out by hand or
-come from a fake simulator whose statistics are chosen here.
+Paper values come from arch_configs/validation/hbq.yaml (transcribed from specs/hbq.md §3);
+expected ours-values are worked out by hand or come from a fake simulator whose statistics are
+chosen here.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from coaccel.sim.hbq_asic.stats import BufferAccess, DramAccess, HbqSimStats
 from coaccel.targets.hbq_asic._rpm import rpm_energy_j
 from coaccel.targets.hbq_asic.validation import (
     ARCHS,
-    PAPER_SPEEDUP,
-    PAPER_SYSTEM_ENERGY_J,
+    MODELS,
+    SPEEDUP_SEQS,
     Target,
     claim_targets,
     nvfp_w4a8_variant,
     pe_targets,
+    published_figure,
     rpm_energy,
     rpm_macs,
     sim_dram_terms,
@@ -31,12 +34,22 @@ from coaccel.targets.hbq_asic.validation import (
 )
 
 
+def _system_energy(model: str) -> tuple[float, ...]:
+    return tuple(published_figure(f"system_energy.{model}.{a}").value for a in ARCHS)
+
+
+def _speedups(arch: str) -> tuple[float, ...]:
+    return tuple(published_figure(f"speedup.{arch}.{n}_tokens").value for n in SPEEDUP_SEQS)
+
+
 def test_spec_tables_are_transcribed() -> None:
-    # specs/hbq.md §3.6
-    assert PAPER_SYSTEM_ENERGY_J["llama-2-7b"] == (9.367, 4.915, 4.539, 3.555, 2.846)
-    assert PAPER_SYSTEM_ENERGY_J["qwen2.5-7b"][4] == 2.946
-    assert PAPER_SPEEDUP["hbq_e_28nm"] == (3.01, 3.00, 2.98)
+    # specs/hbq.md §3.6, now in arch_configs/validation/hbq.yaml
+    assert _system_energy("llama-2-7b") == (9.367, 4.915, 4.539, 3.555, 2.846)
+    assert _system_energy("qwen2.5-7b")[4] == 2.946
+    assert _speedups("hbq_e_28nm") == (3.01, 3.00, 2.98)
     assert ARCHS[0] == "amove_28nm" and ARCHS[-1] == "hbq_e_28nm"
+    assert published_figure("system_energy.llama-2-7b.hbq_e_28nm").unit == "J"
+    assert published_figure("claim.hbq_e_vs_hbq_a_area").value == -17.0
 
 
 def test_every_published_pe_row_is_within_5_percent() -> None:
@@ -74,6 +87,25 @@ def test_target_status_and_error() -> None:
     assert Target("g", "n", 1.0, math.nan, "J", 10.0, "s").status == "no paper value"
 
 
+def test_target_rules_band_absolute_and_one_per_row() -> None:
+    band = Target("g", "n", 1.0, 1.04, "x", None, "s", ours_low=0.95, ours_high=1.05)
+    assert band.rule == "band" and band.status == "ok"
+    outside = Target("g", "n", 1.0, 1.06, "x", None, "s", ours_low=0.95, ours_high=1.05)
+    assert outside.status == "differs" and outside.error_pct == pytest.approx(100 / 1.06 - 100)
+    # a curve's MAPE against exact agreement, in percentage points
+    assert Target("g", "n", 4.0, 0.0, "%", None, "s", tolerance_abs=5.0).status == "ok"
+    assert Target("g", "n", 6.0, 0.0, "%", None, "s", tolerance_abs=5.0).status == "differs"
+    assert Target("g", "n", 1.0, 1.0, "x", None, "s").rule == ""
+    with pytest.raises(ValueError, match="one rule per row, got a band and tolerance_pct"):
+        Target("g", "n", 1.0, 1.0, "x", 5.0, "s", ours_low=0.9, ours_high=1.1)
+    with pytest.raises(ValueError, match="a band needs both"):
+        Target("g", "n", 1.0, 1.0, "x", None, "s", ours_low=0.9)
+    with pytest.raises(ValueError, match="out of order"):
+        Target("g", "n", 1.0, 1.0, "x", None, "s", ours_low=1.1, ours_high=0.9)
+    with pytest.raises(ValueError, match="data must be one of"):
+        Target("g", "n", 1.0, 1.0, "x", None, "s", data="measured")  # type: ignore[arg-type]
+
+
 def test_rpm_macs_reproduce_the_papers_core_energy() -> None:
     # §2.5 formula by hand for Llama-2-7B (L 32, E 4096, MHA q = kv = 4096, M 11008, V 32000)
     n = 2048
@@ -90,7 +122,8 @@ def test_rpm_macs_reproduce_the_papers_core_energy() -> None:
 
 def test_restated_rpm_model_reproduces_every_section_3_6_total() -> None:
     # the §3.6 table is printed to 3 decimals: the restatement must land within rounding
-    for model, row in PAPER_SYSTEM_ENERGY_J.items():
+    for model in MODELS:
+        row = _system_energy(model)
         shape = load_workload(f"{model}:prefill_2k").model
         for arch, paper in zip(ARCHS, row, strict=True):
             assert rpm_energy(shape, arch)["total"] == pytest.approx(paper, abs=5e-4), (model, arch)
@@ -185,7 +218,7 @@ def test_speedup_geomean_by_hand() -> None:
     hbq_e = [r for r in rows if r.name.startswith("HBQ-E")]
     area = pe_cost("e2m1", "e2m2", 128, ub=32).area_um2_per_mac
     # geometric mean of 4x and 9x = 6x, times the area ratio
-    for r, paper in zip(hbq_e, PAPER_SPEEDUP["hbq_e_28nm"], strict=True):
+    for r, paper in zip(hbq_e, _speedups("hbq_e_28nm"), strict=True):
         assert r.ours == pytest.approx(6.0 * 217 / area)
         assert r.paper == paper
     nvfp = [r for r in rows if r.name.startswith("NVFP")]

@@ -1,21 +1,23 @@
 """W2 (FFD) rows of ``coaccel validate gpu``: speedup over W1 against keep ratio, and accuracy.
 
-Pure computation. :func:`ffd_validation` returns rows (:class:`FfdRow`, the fields of
-:class:`coaccel.targets.gpu.validation.Anchor`, which ``validate_gpu`` turns them into) and notes:
+Pure computation. :func:`ffd_validation` returns shared validation rows
+(:class:`~coaccel.validate.targets.Target`) and notes:
 
 * group ``w2``: the simulated speedup of one FFD decode step over one W1 FlashDecoding step
   (one layer, B = 1, both kernels and their reductions, launch latencies included) at a long
   context for a list of keep ratios, each beside the bandwidth-bound traffic ratio of the cache
   format ([DERIVED] ``512 / (36 + 384 rho)`` B per token and KV head, [FFD-REPO] cache layout)
   — predicted, nothing of W2 was fitted; and the paper's headline ([FFD] abstract: up to 11.6x
-  kernel-level speedup at 256K) beside our speedup at the keep ratio for which the traffic
-  bound equals 11.6x (the abstract states neither the GPU nor the keep ratio, so that ratio is
-  our assumption);
+  kernel-level speedup at 256K, figures ``ffd.speedup`` and ``ffd.context`` of
+  ``arch_configs/validation/gpu.yaml``) beside our speedup at the keep ratio for which the
+  traffic bound equals 11.6x (the abstract states neither the GPU nor the keep ratio, so that
+  ratio is our assumption). Each is judged by the band rule of ``coaccel validate gpu``: ``ok``
+  when the bound (or the paper's figure) lies inside our band;
 * group ``w2_error``: the attention-output error of FFD against dense float64 attention
   (relative Frobenius norm over all heads) at each keep ratio — the top-delta rule at delta 5
   and 7 (keep ratio from the math) and forced ratios — on seeded peaked inputs
   (:func:`coaccel.models.gpu.make_peaked_inputs`), beside W1's own error (bf16 output
-  rounding) on the same inputs. No published figure: ``measured`` is NaN.
+  rounding) on the same inputs. No published figure: ``paper`` is NaN.
 
 The W2 traces of the speed rows use a seeded synthetic keep mask (the keep decisions of real
 activations are data-dependent; the speed depends on how many blocks are kept and, through
@@ -26,37 +28,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PAPER_CONTEXT", "PAPER_SPEEDUP", "FfdRow", "ffd_validation", "keep_for_speedup"]
+from coaccel.validate.published import PublishedFigure, load_published
+from coaccel.validate.targets import Target
 
-PAPER_SPEEDUP = 11.6
-"""[FFD] abstract: up to 11.6x kernel-level speedup over FlashDecoding at 256K context."""
-PAPER_CONTEXT = 262144
-"""Context of the paper's headline, tokens (256K)."""
+__all__ = ["ffd_validation", "keep_for_speedup", "paper_speedup"]
 
 Simulate = Callable[[Any, Any, str], Any]
 
 
-@dataclass(frozen=True)
-class FfdRow:
-    """One W2 row: the fields of :class:`coaccel.targets.gpu.validation.Anchor` (same meanings)."""
-
-    group: str
-    name: str
-    measured: float
-    ours: float
-    ours_low: float
-    ours_high: float
-    unit: str
-    source: str
-    fit: str
-    note: str = ""
-
-
-def _band(values: Sequence[float]) -> tuple[float, float]:
-    return min(values), max(values)
+def paper_speedup() -> PublishedFigure:
+    """The paper's headline: up to 11.6x kernel-level speedup over FlashDecoding at 256K
+    ([FFD] abstract; figure ``ffd.speedup`` of ``arch_configs/validation/gpu.yaml``)."""
+    return load_published("gpu")["ffd.speedup"]
 
 
 def keep_for_speedup(speedup: float, *, head_dim: int = 128, block_tokens: int = 128) -> float:
@@ -72,26 +57,27 @@ def ffd_validation(
     simulate: Simulate,
     *,
     mode: str = "analytical",
-    context: int = PAPER_CONTEXT,
+    context: int | None = None,
     keep_ratios: Sequence[float] = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5),
     error_context: int = 16384,
     error_keep_ratios: Sequence[float] = (0.01, 0.02, 0.05, 0.1, 0.2, 1.0),
     seed: int = 0,
-) -> tuple[list[FfdRow], list[str]]:
+) -> tuple[list[Target], list[str]]:
     """The W2 anchors and notes (module docstring).
 
     Args:
         archs: GPU name -> config. bands: GPU name -> (nominal, low, high) configs.
         simulate: ``simulate(arch, workload, mode)``.
         mode: simulator mode of the speed rows.
-        context: tokens of the speed rows (the paper's 256K by default).
+        context: tokens of the speed rows (None: the paper's, 256K).
         keep_ratios: keep ratios of the speed rows.
         error_context: tokens of the accuracy rows (their numerics run in numpy).
         error_keep_ratios: forced keep ratios of the accuracy rows.
         seed: seed of the synthetic keep masks and inputs.
 
     Returns:
-        (rows, notes).
+        (rows, notes): the ``w2`` rows carry our band (``bands``), the ``w2_error`` rows none;
+        every row's ``data`` is ``synthetic`` (seeded keep masks and inputs).
     """
     from coaccel.models.gpu import (
         DecodeShape,
@@ -106,11 +92,14 @@ def ffd_validation(
         traffic_bound_speedup,
     )
 
-    anchors: list[FfdRow] = []
+    paper = paper_speedup()
+    if context is None:
+        context = int(load_published("gpu")["ffd.context"].value)
+    anchors: list[Target] = []
     notes: list[str] = []
     shape = DecodeShape(batch=1, context=context)
     bound_src = "[DERIVED] 512 / (36 + 384 rho) B per token-head ([FFD-REPO] cache format)"
-    rho_paper = keep_for_speedup(PAPER_SPEEDUP)
+    rho_paper = keep_for_speedup(paper.value)
     w1 = {
         g: [
             float(simulate(a, flash_decode_trace(shape, n_sms=arch.sm.count), mode).seconds)
@@ -118,30 +107,31 @@ def ffd_validation(
         ]
         for g, arch in archs.items()
     }
-    rows: dict[str, list[FfdRow]] = {g: [] for g in archs}
+    rows: dict[str, list[Target]] = {g: [] for g in archs}
     for rho in (*keep_ratios, rho_paper):
         tr = ffd_trace(shape, keep_ratio=rho, seed=seed)
         kept = float(tr.meta["workload"]["metrics"]["keep_ratio"][0])
         for g in archs:
             w2 = [float(simulate(a, tr, mode).seconds) for a in bands[g]]
             sp = [a / b for a, b in zip(w1[g], w2, strict=True)]
-            lo, hi = _band(sp)
             name = f"{g} W2/W1 speedup, T={context}, keep={kept:.4f}"
             if rho is rho_paper:
-                rows[g].append(
-                    FfdRow("w2", name, PAPER_SPEEDUP, sp[0], lo, hi, "x",
-                           "[FFD] abstract: up to 11.6x kernel-level at 256K (GPU and keep "
-                           "ratio not stated)", "predicted",
-                           f"at the keep ratio whose traffic bound is 11.6x ({rho_paper:.2%}, "
-                           "our assumption)")
-                )  # fmt: skip
+                ref, unit, src = paper.value, paper.unit, paper.source
+                note = (
+                    f"at the keep ratio whose traffic bound is {paper.value:g}x "
+                    f"({rho_paper:.2%}, our assumption)"
+                )
             else:
-                rows[g].append(
-                    FfdRow("w2", name, traffic_bound_speedup(kept), sp[0], lo, hi, "x",
-                           bound_src, "predicted",
-                           f"W1 {w1[g][0] * 1e6:.1f} us, W2 {w2[0] * 1e6:.1f} us (one layer, "
-                           "B=1, seeded keep mask, 128 splits)")
-                )  # fmt: skip
+                ref, unit, src = traffic_bound_speedup(kept), "x", bound_src
+                note = (
+                    f"W1 {w1[g][0] * 1e6:.1f} us, W2 {w2[0] * 1e6:.1f} us (one layer, B=1, "
+                    "seeded keep mask, 128 splits)"
+                )
+            rows[g].append(
+                Target(group="w2", name=name, ours=sp[0], paper=ref, unit=unit,
+                       tolerance_pct=None, source=src, note=note, fit="predicted",
+                       ours_low=min(sp), ours_high=max(sp), data="synthetic")
+            )  # fmt: skip
     for g in archs:
         anchors.extend(rows[g])
     notes.append(
@@ -164,10 +154,11 @@ def ffd_validation(
     for label, kw in runs:
         r = ffd_decode(eshape, inputs=inputs, cache=cache, num_splits=128, **kw)
         anchors.append(
-            FfdRow("w2_error", f"W2 output error, T={error_context}, {label}, "
-                   f"keep={r.keep_ratio:.4f}", math.nan, r.rel_error, r.rel_error,
-                   r.rel_error, "1", src, "predicted",
-                   f"relative Frobenius error; W1 on the same inputs: {w1_err:.2e}")
+            Target(group="w2_error",
+                   name=f"W2 output error, T={error_context}, {label}, keep={r.keep_ratio:.4f}",
+                   ours=r.rel_error, paper=math.nan, unit="1", tolerance_pct=None, source=src,
+                   note=f"relative Frobenius error; W1 on the same inputs: {w1_err:.2e}",
+                   fit="predicted", data="synthetic")
         )  # fmt: skip
     notes.append(
         f"W2 accuracy on seeded peaked inputs (sink, recent and sparse needle tokens score "

@@ -1,9 +1,11 @@
 """KV and expert offload on the GPU simulator against the papers' headline ratios (W3, W4).
 
-:func:`offload_anchors` returns :class:`OffloadRow` rows (the fields of
-:class:`coaccel.targets.gpu.validation.Anchor`, which ``coaccel validate gpu`` turns them into) and
-notes. Every ratio here is **predicted**: no figure of these papers set a config value.
-Setups and assumptions:
+:func:`offload_anchors` returns shared validation rows (:class:`~coaccel.validate.targets.Target`)
+and notes. Every ratio here is **predicted**: no figure of these papers set a config value, and
+every input is synthetic (``data``). The papers' figures come from
+``arch_configs/validation/gpu.yaml`` (``nosa.*``, ``specter.*``); given the band's configs, a
+ratio is judged as every anchor of ``coaccel validate gpu`` is: ``ok`` when the paper's figure lies
+inside our band. Setups and assumptions:
 
 * W3 NOSA ([NOSA]: decoding throughput up to 5.04x FullAttn, 1.92x InfLLMv2, on 1B/3B/8B models;
   the efficiency script of [NOSA-CODE] runs an A100, batch 16, 16K-token PG19 inputs). Ours: one
@@ -26,35 +28,13 @@ Setups and assumptions:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Callable, Sequence
+from typing import Any
 
-__all__ = ["W3_BATCH", "W3_CONTEXT", "W4_TOKENS", "OffloadRow", "offload_anchors"]
+from coaccel.validate.published import PublishedFigure, load_published
+from coaccel.validate.targets import Target
 
-
-@dataclass(frozen=True)
-class OffloadRow:
-    """One compared figure (the fields of :class:`coaccel.targets.gpu.validation.Anchor`).
-
-    Attributes:
-        group: ``w3``, ``w3_error`` or ``w4``. name: what is compared.
-        measured: the published figure (NaN where none). ours: our simulated value.
-        ours_low: lower end of our band (NaN: none). ours_high: upper end (NaN: none).
-        unit: unit of the four. source: reference key of the published figure.
-        fit: ``predicted`` (no figure here set a config value). note: setup of our value.
-    """
-
-    group: str
-    name: str
-    measured: float
-    ours: float
-    ours_low: float
-    ours_high: float
-    unit: str
-    source: str
-    fit: Literal["fitted", "predicted"]
-    note: str = ""
+__all__ = ["W3_BATCH", "W3_CONTEXT", "W4_TOKENS", "offload_anchors"]
 
 
 W3_CONTEXT = 16384
@@ -67,78 +47,112 @@ W4_TOKENS = 24
 Simulate = Callable[[Any, Any, str], Any]
 
 
+def _ratio_row(
+    group: str,
+    name: str,
+    paper: PublishedFigure,
+    ratios: Sequence[float],
+    banded: bool,
+    note: str,
+) -> Target:
+    """A speedup row: ``ratios`` = ours under the nominal config, then the band's configs."""
+    nan = math.nan
+    return Target(group=group, name=name, ours=ratios[0], paper=paper.value, unit=paper.unit,
+                  tolerance_pct=None, source=paper.source, note=note, fit="predicted",
+                  ours_low=min(ratios) if banded else nan,
+                  ours_high=max(ratios) if banded else nan, data="synthetic")  # fmt: skip
+
+
 def offload_anchors(
-    simulate: Simulate, *, mode: str = "analytical", quick: bool = False
-) -> tuple[list[OffloadRow], list[str]]:
+    simulate: Simulate,
+    *,
+    mode: str = "analytical",
+    quick: bool = False,
+    band: Sequence[Any] | None = None,
+) -> tuple[list[Target], list[str]]:
     """The W3 and W4 rows of ``coaccel validate gpu``.
 
     Args:
         simulate: ``simulate(arch, workload, mode)`` (e.g. :func:`coaccel.simulate`).
         mode: simulator mode.
         quick: fewer decode steps and tokens (for tests).
+        band: the ``a100_80g`` configs ``(nominal, slow, fast)`` whose results bound each
+            ratio's band (:func:`coaccel.targets.gpu.validation.band_configs`); None: the
+            shipped ``a100_80g`` alone, and the ratios carry no band (status ``info``).
 
     Returns:
-        The anchors and the notes.
+        The rows (groups ``w3``, ``w3_error``, ``w4``) and the notes.
     """
     from coaccel.models.gpu import DecodeShape, flash_decode_trace
     from coaccel.models.gpu.nosa import NosaConfig, nosa_decode
     from coaccel.models.gpu.specter import SpecterModel, specter_baseline, specter_decode
     from coaccel.sim.gpu_mem import load_arch
 
-    a100 = load_arch("a100_80g")
-    anchors: list[OffloadRow] = []
+    fig = load_published("gpu")
+    configs = tuple(band) if band is not None else (load_arch("a100_80g"),)
+    a100 = configs[0]
+    banded = len(configs) > 1
+    anchors: list[Target] = []
     notes: list[str] = []
     nan = math.nan
     steps = 12 if quick else 32
     t3, b3 = W3_CONTEXT, W3_BATCH
     shape = DecodeShape(b3, t3)
-    w1 = float(simulate(a100, flash_decode_trace(shape, n_sms=a100.sm.count), mode).seconds)
+
+    def seconds(trace: Any) -> list[float]:
+        """The trace's time on the nominal config, then on the band's configs."""
+        return [float(simulate(a, trace, mode).seconds) for a in configs]
+
+    w1 = seconds(flash_decode_trace(shape, n_sms=a100.sm.count))
     runs = {}
     for sel in ("nosa", "topk"):
         r = nosa_decode(shape, config=NosaConfig(selector=sel), steps=steps, n_sms=a100.sm.count)
-        runs[sel] = (r, float(simulate(a100, r.trace, mode).seconds))
+        runs[sel] = (r, seconds(r.trace))
     (rn, tn), (rk, tk) = runs["nosa"], runs["topk"]
     setup = f"a100_80g, one layer, B={b3}, T={t3}, {steps} decode steps, zero-copy fetches"
     anchors.append(
-        OffloadRow("w3", "NOSA attention step vs FullAttn (W1, KV in HBM), speedup", 5.04, w1 / tn,
-               nan, nan, "x", "[NOSA] abstract: decoding throughput up to 5.04x vs FullAttn",
-               "predicted", f"{setup}; the paper's figure is end-to-end throughput")
+        _ratio_row("w3", "NOSA attention step vs FullAttn (W1, KV in HBM), speedup",
+                   fig["nosa.speedup_vs_fullattn"], [a / b for a, b in zip(w1, tn, strict=True)],
+                   banded, f"{setup}; the paper's figure is end-to-end throughput")
     )  # fmt: skip
     anchors.append(
-        OffloadRow("w3", "NOSA vs unconstrained top-k (InfLLMv2-like) offload, speedup", 1.92,
-               tk / tn, nan, nan, "x", "[NOSA] abstract: 1.92x vs InfLLMv2", "predicted",
-               f"{setup}; misses/step per (b, head): NOSA {rn.misses_per_step:.2f}, top-k "
-               f"{rk.misses_per_step:.2f}")
+        _ratio_row("w3", "NOSA vs unconstrained top-k (InfLLMv2-like) offload, speedup",
+                   fig["nosa.speedup_vs_infllmv2"], [a / b for a, b in zip(tk, tn, strict=True)],
+                   banded,
+                   f"{setup}; misses/step per (b, head): NOSA {rn.misses_per_step:.2f}, top-k "
+                   f"{rk.misses_per_step:.2f}")
     )  # fmt: skip
     notes.append(
-        f"W3 ({setup}): W1 {w1 * 1e6:.1f} us, NOSA {tn * 1e6:.1f} us, top-k {tk * 1e6:.1f} us; "
+        f"W3 ({setup}): W1 {w1[0] * 1e6:.1f} us, NOSA {tn[0] * 1e6:.1f} us, top-k "
+        f"{tk[0] * 1e6:.1f} us; "
         f"host fetch per step NOSA {rn.misses_per_step:.2f} vs top-k {rk.misses_per_step:.2f} "
         "blocks per (sequence, KV head), from the selection dynamics of the seeded run"
     )
     for slots in (64, 128, 256):
         e = nosa_decode(DecodeShape(1, t3), config=NosaConfig(slots=slots), steps=steps // 2 + 1)
         anchors.append(
-            OffloadRow("w3_error", f"NOSA attention-output error vs dense, keep {e.keep_ratio:.3f}",
-                   nan, e.rel_err, nan, nan, "1", "no published figure (NOSA reports task "
-                   "accuracy)", "predicted",
-                   f"||out - dense|| / ||dense||, B=1, T={t3}, {slots} slots of 64 tokens")
+            Target(group="w3_error",
+                   name=f"NOSA attention-output error vs dense, keep {e.keep_ratio:.3f}",
+                   ours=e.rel_err, paper=nan, unit="1", tolerance_pct=None,
+                   source="no published figure (NOSA reports task accuracy)",
+                   note=f"||out - dense|| / ||dense||, B=1, T={t3}, {slots} slots of 64 tokens",
+                   fit="predicted", data="synthetic")
         )  # fmt: skip
     tokens = 8 if quick else W4_TOKENS
     for slots, case in ((16, "high"), (8, "low")):
         m = SpecterModel(slots=slots)
         sp = specter_decode(model=m, tokens=tokens)
         bl = specter_baseline(model=m, tokens=tokens)
-        ts = float(simulate(a100, sp.trace, mode).seconds) / sp.tokens
-        tb = float(simulate(a100, bl.trace, mode).seconds) / bl.tokens
+        ts = [x / sp.tokens for x in seconds(sp.trace)]
+        tb = [x / bl.tokens for x in seconds(bl.trace)]
         anchors.append(
-            OffloadRow("w4", f"Specter TPOT speedup, DeepSeek-V2-Lite, {slots} resident ({case})",
-                   1.50, tb / ts, nan, nan, "x",
-                   "[S6] README: 1.50x average TPOT speedup (over the artifact's cases)",
-                   "predicted",
-                   f"a100_80g, K=16, {sp.tokens} tokens; TPOT {ts * 1e3:.1f} ms vs "
-                   f"{tb * 1e3:.1f} ms without lookahead; prefetch precision "
-                   f"{sp.prefetch_used / max(1, sp.prefetched):.2f}, mean accepted "
-                   f"{sp.accepted.mean():.1f}")
+            _ratio_row("w4", f"Specter TPOT speedup, DeepSeek-V2-Lite, {slots} resident ({case})",
+                       fig["specter.tpot_speedup"], [b / s for b, s in zip(tb, ts, strict=True)],
+                       banded,
+                       f"a100_80g, K=16, {sp.tokens} tokens; TPOT {ts[0] * 1e3:.1f} ms vs "
+                       f"{tb[0] * 1e3:.1f} ms without lookahead; prefetch precision "
+                       f"{sp.prefetch_used / max(1, sp.prefetched):.2f}, mean accepted "
+                       f"{sp.accepted.mean():.1f}")
         )  # fmt: skip
     notes.append(
         "W4: the routing generator's knobs are ours (Zipf 1.0, persistence 0.7, recall 0.75, "

@@ -4,10 +4,11 @@ and the validation table (``coaccel validate gpu``), as text, CSV, Markdown and 
 * :func:`format_calibration`, :func:`calibration_rows`, :func:`write_calibration_report` —
   fitted parameters (before, after, estimator), MAPE per experiment before and after, every
   row's error, and the fitted config as a loadable YAML file;
-* :func:`format_gpu_validation`, :func:`gpu_validation_rows`,
-  :func:`write_gpu_validation_report` — every anchor with its source, our prediction and its
-  band, fitted or predicted, the series' MAPE and Pearson correlation, and the analytical vs
-  cycle tier error.
+* :func:`format_gpu_validation`, :func:`write_gpu_validation_report` — the shared validation
+  table (:mod:`coaccel.report.validation`, the rows and columns of ``coaccel validate hbq``):
+  every anchor with its source, our prediction and its band, the curves' MAPE and Pearson
+  correlation and the analytical vs cycle tier error, each with its status, then the summary
+  line; :data:`GROUP_TITLES` names each group's rule.
 """
 
 from __future__ import annotations
@@ -22,15 +23,22 @@ from typing import Any
 import yaml
 
 from coaccel.report.files import write_text
+from coaccel.report.validation import format_validation_table, write_validation_report
 from coaccel.spine.config import dump_config
 from coaccel.targets.gpu.fit import CalibrationFit
-from coaccel.targets.gpu.validation import GpuValidation
+from coaccel.targets.gpu.validation import (
+    BAND_FRACTION,
+    CURVE_MAPE_PCT,
+    CURVE_R_TOL,
+    TIER_TOLERANCE_PCT,
+)
+from coaccel.validate.targets import Validation
 
 __all__ = [
+    "GROUP_TITLES",
     "calibration_rows",
     "format_calibration",
     "format_gpu_validation",
-    "gpu_validation_rows",
     "write_calibration_report",
     "write_gpu_validation_report",
 ]
@@ -159,108 +167,57 @@ def write_calibration_report(fit: CalibrationFit, out_dir: str | Path, csv_name:
 
 # -- validation ------------------------------------------------------------------------------
 
-_VAL_HEAD = ("group", "anchor", "measured", "ours", "band", "unit", "error %", "fit", "source")
+_BAND = "ok: measured inside our band"
+
+GROUP_TITLES = {
+    "stream": f"DRAM streaming-read plateaus ({_BAND})",
+    "l2": f"L2-resident read plateaus ({_BAND})",
+    "l2_knee": f"L2 capacity knees ({_BAND})",
+    "latency": f"A100-80GB pointer-chase latency per level ({_BAND})",
+    "pcie": f"PCIe copy curve shape ({_BAND})",
+    "w1": f"W1 FlashDecoding split kernel vs bytes / measured plateau ({_BAND})",
+    "w2": f"W2 FFD speedup over W1 vs the traffic bound and the paper ({_BAND})",
+    "w2_error": "W2 output error vs dense attention (no published figure)",
+    "w3": f"W3 NOSA offload speedups vs the paper ({_BAND})",
+    "w3_error": "W3 output error vs dense attention (no published figure)",
+    "w4": f"W4 Specter expert-offload TPOT speedup vs the paper ({_BAND})",
+    "curve_mape": f"Curves: MAPE against the measured (or derived) curve (ok: <= "
+    f"{CURVE_MAPE_PCT:g} %)",
+    "curve_r": f"Curves: Pearson r against the same curve (ok: r >= {1 - CURVE_R_TOL:g})",
+    "tier": f"Cycle vs analytical tier, same simulator (ok: within ±{TIER_TOLERANCE_PCT:g} %)",
+}
+"""Section titles of the GPU validation, in order; each states the group's rule."""
+
+_INTRO = (
+    "*band*: our value with every bandwidth and efficiency of the config scaled by 1 -/+ "
+    f"{BAND_FRACTION:.0%} and every latency by 1 +/- {BAND_FRACTION:.0%} ([OURS] allowance for "
+    "unit and clock variation); an anchor is *ok* when the measured figure lies inside it. "
+    "*fitted*: the figure set the shipped config; *predicted*: it did not. *data*: `real` for "
+    "rows against a measured series, `synthetic` for seeded inputs.",
+)
 
 
-def gpu_validation_rows(v: GpuValidation) -> list[dict[str, Any]]:
-    """One dict per anchor (the CSV's columns)."""
-    return [
-        {
-            "group": a.group,
-            "name": a.name,
-            "measured": _g(a.measured, 6),
-            "ours": _g(a.ours, 6),
-            "ours_low": _g(a.ours_low, 6),
-            "ours_high": _g(a.ours_high, 6),
-            "unit": a.unit,
-            "error_pct": _g(a.error_pct, 3),
-            "within_band": "" if math.isnan(a.measured) else str(a.within_band).lower(),
-            "fit": a.fit,
-            "source": a.source,
-            "note": a.note,
-        }
-        for a in v.anchors
-    ]
+def format_gpu_validation(v: Validation) -> str:
+    """The validation as plain text: one block per group with each row's status, the notes,
+    then the summary line (status counts, predicted and fitted apart)."""
+    head = f"GPU memory-hierarchy validation ({v.sim_mode} simulator)"
+    return head + "\n\n" + format_validation_table(v, GROUP_TITLES, notes=True)
 
 
-def _val_cells(v: GpuValidation) -> list[list[str]]:
-    return [
-        [a.group, a.name, _g(a.measured), _g(a.ours), f"{_g(a.ours_low)}..{_g(a.ours_high)}",
-         a.unit, _g(a.error_pct, 3), a.fit, a.source]
-        for a in v.anchors
-    ]  # fmt: skip
-
-
-_SERIES_HEAD = ("series", "points", "MAPE %", "Pearson r", "fit", "source")
-
-
-def _series_cells(v: GpuValidation) -> list[list[str]]:
-    return [[s.name, str(s.n), _g(s.mape_pct, 3), _g(s.pearson_r, 4), s.fit, s.source]
-            for s in v.series]  # fmt: skip
-
-
-_TIER_HEAD = ("workload", "analytical s", "cycle s", "cycle / analytical - 1 %")
-
-
-def _tier_cells(v: GpuValidation) -> list[list[str]]:
-    return [[t.workload, _g(t.analytical_s, 5), _g(t.cycle_s, 5), _g(t.error_pct, 3)]
-            for t in v.tiers]  # fmt: skip
-
-
-def format_gpu_validation(v: GpuValidation) -> str:
-    """The validation as plain text: anchors, series statistics, tier errors, notes."""
-    parts = [
-        f"GPU memory-hierarchy validation ({v.mode} simulator)",
-        "",
-        _text_table(_VAL_HEAD, _val_cells(v)),
-        "",
-        _text_table(_SERIES_HEAD, _series_cells(v)) if v.series else "no series",
-        "",
-        _text_table(_TIER_HEAD, _tier_cells(v)) if v.tiers else "no tier comparison",
-    ]
-    parts += [f"note: {n}" for n in v.notes]
-    return "\n".join(parts)
-
-
-def write_gpu_validation_report(v: GpuValidation, out_dir: str | Path) -> list[Path]:
-    """Write ``gpu_validation.csv``, ``gpu_series.csv`` and ``gpu_validation.md``.
+def write_gpu_validation_report(v: Validation, out_dir: str | Path) -> list[Path]:
+    """Write ``gpu_validation.csv`` and ``gpu_validation.md``.
 
     Args:
-        v: the validation. out_dir: an existing, writable folder.
+        v: the validation. out_dir: output folder (created if needed).
 
     Returns:
         The paths written.
     """
-    out = Path(out_dir)
-    series = [
-        {"series": s.name, "points": s.n, "mape_pct": _g(s.mape_pct, 4),
-         "pearson_r": _g(s.pearson_r, 5), "fit": s.fit, "source": s.source}
-        for s in v.series
-    ]  # fmt: skip
-    paths = [
-        write_text(out / "gpu_validation.csv", _csv(gpu_validation_rows(v))),
-        write_text(out / "gpu_series.csv", _csv(series)),
-    ]
-    md = [
-        "# GPU memory-hierarchy validation",
-        "",
-        f"Simulator mode: {v.mode}. `fit` says whether a measured figure was used to set the "
-        "config (`fitted`) or is a prediction (`predicted`); `band` is our prediction's range "
-        "over the config's stated uncertainty.",
-        "",
-        "## Anchors",
-        "",
-        _md_table(_VAL_HEAD, _val_cells(v)),
-        "",
-        "## Series",
-        "",
-        _md_table(_SERIES_HEAD, _series_cells(v)),
-        "",
-        "## Analytical vs cycle tier",
-        "",
-        _md_table(_TIER_HEAD, _tier_cells(v)),
-        "",
-    ]
-    md += [f"- {n}" for n in v.notes]
-    paths.append(write_text(out / "gpu_validation.md", "\n".join(md) + "\n"))
-    return paths
+    return write_validation_report(
+        v,
+        out_dir,
+        stem="gpu_validation",
+        title=f"GPU memory-hierarchy validation ({v.sim_mode} simulator)",
+        group_titles=GROUP_TITLES,
+        intro=_INTRO,
+    )

@@ -2,8 +2,8 @@
 
 Pure computation (no printing, no files): :func:`validate_hbq` returns a :class:`Validation`
 whose :class:`Target` rows hold our value, the paper's value, the error and a note saying how our
-value was obtained and, where we differ, why. :mod:`coaccel.targets.hbq_asic.report` writes it as CSV and
-Markdown. Targets (keys of ``docs/references.md``):
+value was obtained and, where we differ, why. :mod:`coaccel.targets.hbq_asic.report` writes it as
+CSV and Markdown. Targets (keys of ``docs/references.md``):
 
 * ``pe_area`` / ``pe_energy``: per-MAC area and energy of every published PE row ([R-BQ] baseline
   sweep rows, [R-PE] HBQ μB sweep, [R-BQ] L1-only reference, [R-PM] PE energies, [R-README] area
@@ -17,6 +17,10 @@ Markdown. Targets (keys of ``docs/references.md``):
   models ([R-PM]), from simulated cycles and PE area per MAC.
 * ``synthesis``: the PE model's area ratios along the activation-width and μB sweeps vs our own
   RTL's Yosys transistor ratios (``rtl/synth/hbq_area.csv``, when present).
+
+The published figures (claims, README areas, the recomputed system energies and speedups) come
+from ``arch_configs/validation/hbq.yaml`` (:func:`published_figure`); the PE rows' figures from
+the PE model's calibration files.
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ from types import MappingProxyType
 from typing import Any
 
 from coaccel.cost import CostBreakdown, PeFormat, evaluate, pe_cost, pe_model, shipped_table
-from coaccel.spine.config import FrozenMap
 from coaccel.targets.hbq_asic._rpm import (
     RPM_PARAMS,
     RPM_TERMS,
@@ -40,20 +43,21 @@ from coaccel.targets.hbq_asic._rpm import (
     sim_dram_terms,
 )
 from coaccel.validate.pe import loo_of, pe_targets
+from coaccel.validate.published import PublishedFigure, load_published
 from coaccel.validate.targets import FIT_ROLES, Target, Validation
 
 __all__ = [
     "ARCHS",
     "FIT_ROLES",
     "MODELS",
-    "PAPER_SPEEDUP",
-    "PAPER_SYSTEM_ENERGY_J",
+    "PUBLISHED",
     "RPM_PARAMS",
     "SPEEDUP_SEQS",
     "Target",
     "Validation",
     "claim_targets",
     "pe_targets",
+    "published_figure",
     "rpm_energy",
     "rpm_macs",
     "sim_dram_terms",
@@ -79,36 +83,31 @@ _ARCH_LABEL = {
     "hbq_e_28nm": "HBQ-E",
 }
 
-PAPER_SYSTEM_ENERGY_J: Mapping[str, tuple[float, ...]] = FrozenMap(
-    {
-        "llama-2-7b": (9.367, 4.915, 4.539, 3.555, 2.846),
-        "llama-3-8b": (10.288, 5.398, 5.001, 3.900, 3.122),
-        "llama-3.2-3b": (4.482, 2.301, 2.153, 1.670, 1.329),
-        "qwen2.5-3b": (4.266, 2.235, 2.071, 1.616, 1.293),
-        "qwen2.5-7b": (9.622, 5.092, 4.700, 3.672, 2.946),
-    }
-)
-"""[DERIVED] J per 2048-token prefill (DRAM + core + SRAM), recomputed with [R-PM]; columns as
-:data:`ARCHS`."""
-
-PAPER_BREAKDOWN_J = {"dram": 1.380, "core": 1.276, "sram": 0.191}
-"""[DERIVED] example breakdown recomputed with [R-PM], Llama2-7B on HBQ-E, J."""
-
 SPEEDUP_SEQS = (1024, 4096, 16384)
 """Sequence lengths of the [R-PM] iso-area speedups ([HBQ] Fig 18)."""
 
-PAPER_SPEEDUP: Mapping[str, tuple[float, float, float]] = FrozenMap(
-    {
-        "nvfp4_28nm": (1.62, 1.50, 1.24),
-        "mxfp_w4a8_28nm": (2.08, 1.93, 1.62),
-        "hbq_a_28nm": (2.49, 2.47, 2.44),
-        "hbq_e_28nm": (3.01, 3.00, 2.98),
-    }
-)
-"""[DERIVED] iso-area speedup vs Amove recomputed with [R-PM] (geometric mean over the five
-models) at 1K/4K/16K."""
+PUBLISHED = "hbq"
+"""Name of the published-figure file (``arch_configs/validation/hbq.yaml``): the claims
+(``claim.*``), the README's PE areas (``readme_area.*``) and, recomputed with [R-PM], the J per
+2048-token prefill (``system_energy.<model>.<arch>``), the Llama-2-7B HBQ-E breakdown
+(``breakdown.llama-2-7b.hbq_e_28nm.<dram|core|sram>``) and the iso-area speedups vs Amove
+(``speedup.<arch>.<tokens>_tokens``, geometric mean over the five models)."""
 
-_SRC_36 = "[DERIVED] recomputed with [R-PM] src/perf_model.py (the paper's Figs 16 and 18)"
+
+def published_figure(key: str) -> PublishedFigure:
+    """One published figure of the HBQ validation (:data:`PUBLISHED`).
+
+    Args:
+        key: the figure's name in ``arch_configs/validation/hbq.yaml``.
+
+    Returns:
+        The figure (value, unit, source, note).
+
+    Raises:
+        KeyError: no such figure.
+    """
+    return load_published(PUBLISHED)[key]
+
 
 # ---------------------------------------------------------------------------------------------
 # Claims
@@ -136,6 +135,9 @@ def claim_targets() -> list[Target]:
     woq_area = t["woq_area_um2_per_mac"]
     woq_e = t["woq_energy_fj_per_mac"]
     woq_model = pe_cost("e2m1", "fp16", 128, "e5m3")
+    cost_claim = published_figure("claim.hbq_e_vs_hbq_a_area")
+    area_claim = published_figure("claim.area_efficiency_vs_woq")
+    energy_claim = published_figure("claim.energy_efficiency_vs_woq")
     red = 100.0 * (hbq_e.area_um2_per_mac / hbq_a.area_um2_per_mac - 1.0)
     red_sigma = (
         100.0
@@ -148,10 +150,10 @@ def claim_targets() -> list[Target]:
             "claim",
             "HBQ-E vs HBQ-A hardware cost (area per MAC)",
             red,
-            -17.0,
-            "%",
+            cost_claim.value,
+            cost_claim.unit,
             10.0,
-            "[HBQ] abstract (17 %); [R-README] table: 72 vs 87 um2/MAC = -17.2 %",
+            cost_claim.source,
             "PE model, μB 32 vs 8; the paper's -17 % uses the rounded 72/87, the TSV "
             "values 72.27/86.60 give -16.5 %. Error = relative error of the percentage "
             "(tolerance ±10 %, i.e. ±1.7 points: the two published readings differ by 0.7). "
@@ -165,10 +167,10 @@ def claim_targets() -> list[Target]:
             "claim",
             "Area efficiency vs weight-only (AxCore 200 um2/MAC / HBQ-A)",
             woq_area.value / hbq_a.area_um2_per_mac,
-            2.3,
-            "x",
+            area_claim.value,
+            area_claim.unit,
             5.0,
-            "[HBQ] abstract (2.3x); [DERIVED] [R-README] 200 (AxCore, WoQ) / 87 (HBQ-A) = 2.30",
+            area_claim.source,
             f"published AxCore area ({woq_area.source.split(':')[0]}) over our HBQ-A PE area. "
             "Fitted: the HBQ-A area is a PE model calibration point; ours_loo uses its "
             "leave-one-out prediction",
@@ -180,10 +182,10 @@ def claim_targets() -> list[Target]:
             "claim",
             "Energy efficiency vs weight-only, paper's WoQ figure",
             math.nan,
-            4.6,
-            "x",
+            energy_claim.value,
+            energy_claim.unit,
             None,
-            "[HBQ] abstract: 4.6x; the underlying WoQ energy is not in the repo",
+            f"{energy_claim.source}; the underlying WoQ energy is not in the repo",
             "The baseline figure is missing: the 4.6x implies ~401 fJ/MAC against HBQ-E "
             "(87.2 fJ) or ~615 fJ against HBQ-A; the rows below show what the available "
             "figures give",
@@ -193,10 +195,10 @@ def claim_targets() -> list[Target]:
             "claim",
             "Energy efficiency vs weight-only (Fig 6 WoQ 280 fJ/MAC / HBQ-E)",
             woq_e.value / hbq_e.energy_fj_per_mac,
-            4.6,
-            "x",
+            energy_claim.value,
+            energy_claim.unit,
             None,
-            "[HBQ] abstract (4.6x) and [R-SCR] script/plot_fig6.py (280 fJ/MAC)",
+            f"{energy_claim.source} and [R-SCR] script/plot_fig6.py (280 fJ/MAC)",
             "differs because the paper's WoQ energy baseline is not the Fig 6 plot value; "
             "with 280 fJ the gain is ~3.2x. Fitted: the HBQ-E energy is a PE model calibration "
             "point; ours_loo uses its leave-one-out prediction",
@@ -210,10 +212,10 @@ def claim_targets() -> list[Target]:
             "claim",
             "Energy efficiency vs weight-only (our model's E2M1 x FP16 PE / HBQ-E)",
             woq_model.energy_fj_per_mac / hbq_e.energy_fj_per_mac,
-            4.6,
-            "x",
+            energy_claim.value,
+            energy_claim.unit,
             None,
-            "[HBQ] abstract (4.6x)",
+            energy_claim.source,
             "the PE model's prediction for a W4A16 (E2M1 x FP16, B128) block PE, far outside "
             f"its calibrated domain (±{woq_model.energy_uncertainty_pct:.0f} %); AxCore's "
             "approximate FP arithmetic is not modelled. Fitted: the HBQ-E energy is a PE model "
@@ -286,9 +288,9 @@ def system_energy_targets(
     statistics (DRAM bytes counted from the simulated traces): the components [R-PM] counts.
     The note splits the difference into core, SRAM and DRAM against the restated [R-PM] model
     (:func:`~coaccel.targets.hbq_asic._rpm.rpm_energy`), and the DRAM part term by term
-    (:func:`~coaccel.targets.hbq_asic._rpm.sim_dram_terms`). ``ours_as_paper`` leaves out the simulated
-    DRAM traffic [R-PM] has no term for (the down projection's input re-reads, the LM head's
-    activations). For Llama-2-7B on HBQ-E, info rows compare the [R-PM] example breakdown and
+    (:func:`~coaccel.targets.hbq_asic._rpm.sim_dram_terms`). ``ours_as_paper`` leaves out the
+    simulated DRAM traffic [R-PM] has no term for (the down projection's input re-reads, the LM
+    head's activations). For Llama-2-7B on HBQ-E, info rows compare the [R-PM] example breakdown and
     each [R-PM] DRAM term.
 
     Args:
@@ -315,7 +317,7 @@ def system_energy_targets(
             stats = sim(arch, f"{model}:prefill_2k", mode)
             cb = evaluate(stats, arch)
             breakdowns[(model, arch_name)] = cb
-            paper = PAPER_SYSTEM_ENERGY_J[model][ARCHS.index(arch_name)]
+            paper = published_figure(f"system_energy.{model}.{arch_name}")
             rpm = rpm_energy(shape, arch_name, 2048)
             core = cb.energy_j["pe_array"]
             sram = cb.energy_j["act_buffer"] + cb.energy_j["psum_buffer"]
@@ -353,10 +355,10 @@ def system_energy_targets(
                     "system_energy",
                     f"{model} / {_ARCH_LABEL[arch_name]}: J per 2048-token prefill",
                     rpm_energy_j(cb),
-                    paper,
-                    "J",
+                    paper.value,
+                    paper.unit,
                     10.0,
-                    _SRC_36,
+                    paper.source,
                     note,
                     rpm_energy_sigma_j(cb),
                     ours_as_paper=rpm_energy_j(cb) - unmodelled * j_per_byte,
@@ -393,15 +395,16 @@ def _example_breakdown(
             math.hypot(cb.energy_sigma_j["act_buffer"], cb.energy_sigma_j["psum_buffer"]),
         ),
     ):
+        paper = published_figure(f"breakdown.llama-2-7b.hbq_e_28nm.{comp}")
         out.append(
             Target(
                 "system_energy",
                 f"llama-2-7b / HBQ-E breakdown: {comp}",
                 ours,
-                PAPER_BREAKDOWN_J[comp],
-                "J",
+                paper.value,
+                paper.unit,
                 None,
-                _SRC_36 + ": example breakdown",
+                paper.source,
                 why[comp],
                 sig,
             )
@@ -425,7 +428,8 @@ def _example_breakdown(
                 rpm["dram_bytes"][term] / 1e9,
                 "GB",
                 None,
-                "[R-PM] src/perf_model.py DRAM terms, restated in coaccel/validate/_rpm.py; "
+                "[R-PM] src/perf_model.py DRAM terms, restated in "
+                "coaccel/targets/hbq_asic/_rpm.py; "
                 "the restatement reproduces all 25 recomputed system-energy totals",
                 term_why[term],
             )
@@ -488,7 +492,7 @@ def speedup_targets(
     area = {a: arch_pe(d).area_um2_per_mac for a, d in designs.items()}
     token_tile = {a: tile_plan(d).tile_m for a, d in designs.items()}
     out = []
-    for i, n in enumerate(SPEEDUP_SEQS):
+    for n in SPEEDUP_SEQS:
         runs = {(m, a): sim(designs[a], f"{m}:{scen[n]}", mode) for m in models for a in ARCHS}
         cycles = {k: r.cycles for k, r in runs.items()}
         wprop = {k: r.stall_cycles.get("weight_propagation", 0) for k, r in runs.items()}
@@ -534,15 +538,16 @@ def speedup_targets(
                     "; NVFP here is the W4A8 variant the paper's iso-area model uses "
                     "(130.2 um2/MAC, 8.5-bit attention), not the W4A4 nvfp4_28nm"
                 )
+            paper = published_figure(f"speedup.{a}.{n}_tokens")
             out.append(
                 Target(
                     "speedup",
                     f"{label} vs Amove, iso-area, {n // 1024}K tokens",
                     _geomean(ratios),
-                    PAPER_SPEEDUP[a][i],
-                    "x",
+                    paper.value,
+                    paper.unit,
                     10.0,
-                    _SRC_36,
+                    paper.source,
                     note,
                     ours_as_paper=_geomean(no_wp),
                 )
@@ -699,9 +704,9 @@ def validate_hbq(
             "'ours as [R-PM] counts' attributes the differences, it does not replace our value: "
             "system energy without the simulated DRAM traffic the [R-PM] formula has no term "
             "for (the down projection's input re-reads and the LM head's activations; "
-            "coaccel/targets/hbq_asic/_rpm.py restates the formula, which reproduces all 25 recomputed "
-            "totals); speedups without the weight-loading cycles, which [R-PM]'s MAC-count "
-            "model leaves out. Status is judged on our value."
+            "coaccel/targets/hbq_asic/_rpm.py restates the formula, which reproduces all 25 "
+            "recomputed totals); speedups without the weight-loading cycles, which [R-PM]'s "
+            "MAC-count model leaves out. Status is judged on our value."
         )
     return Validation(
         tuple(targets), MappingProxyType(dict(breakdowns)), mode if system else "", tuple(notes)
