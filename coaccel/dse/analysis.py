@@ -771,8 +771,16 @@ def point_breakdown(spec: LoadedSpec, row: Row) -> PointBreakdown:
         )
     totals.append(
         ComponentFigure(
-            "total", "energy", cb.total_energy_j, "J", cb.total_energy_sigma_j,
-            "sum of the components' energies", "system energy", role, err, note,
+            "total",
+            "energy",
+            cb.total_energy_j,
+            "J",
+            cb.total_energy_sigma_j,
+            "sum of the components' energies",
+            "system energy",
+            role,
+            err,
+            note,
         )  # fmt: skip
     )
     stored = row.metrics.get("energy_j")

@@ -35,5 +35,5 @@ def arch_file(
     text = str(name)
     stem = text[:-5] if text.endswith(".yaml") else text
     if stem in names and not Path(text).exists():
-        return Path(str(files(package).joinpath(kind, f"{stem}.yaml")))
+        return Path(str(files(package).joinpath(kind).joinpath(f"{stem}.yaml")))
     return Path(text)

@@ -33,8 +33,8 @@ from .resources import (
 )
 from .result import DeltaFpgaResult
 
-
 __all__ = [
+    "load_workload",
     "ARCH_NAMES",
     "KIND",
     "KIND_DELTA",

@@ -17,7 +17,6 @@ from .result import GpuSimResult, KernelResult, L2Stats, LinkStats
 from .traffic import KernelTraffic, kernel_traffic
 from .workload import WORKLOAD_GENERATORS, GpuWorkload, load_workload, register_generator
 
-
 __all__ = [
     "ARCH_NAMES",
     "KIND",

@@ -31,7 +31,6 @@ from .workload import (
     workload_tiles,
 )
 
-
 __all__ = [
     "ARCH_NAMES",
     "KIND",

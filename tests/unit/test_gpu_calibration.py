@@ -11,8 +11,8 @@ import pytest
 
 from coaccel.sim.gpu_mem import load_arch
 from coaccel.spine.errors import CoaccelError
-from coaccel.targets.gpu.fit import fit_parameters, read_calibration_csv
 from coaccel.targets.gpu import fit as gpu_fit
+from coaccel.targets.gpu.fit import fit_parameters, read_calibration_csv
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "arch_configs" / "gpu" / "measured"

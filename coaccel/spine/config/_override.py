@@ -168,12 +168,14 @@ def check_value(obj: Any, dotted: str, value: Any) -> list[Problem] | None:
     node: Any = obj
     parts = dotted.split(".")
     for part in parts[:-1]:
-        if _field_info(type(node), part) is None:
+        owner: type = type(node)
+        if _field_info(owner, part) is None:
             return None
         node = getattr(node, part)
         if not (dataclasses.is_dataclass(node) and not isinstance(node, type)):
             return None
-    info = _field_info(type(node), parts[-1])
+    leaf_owner: type = type(node)
+    info = _field_info(leaf_owner, parts[-1])
     if info is None:
         return None
     ctx = _Ctx(source, None, [])

@@ -56,8 +56,11 @@ TARGET = SimTarget(
         Knob("freq_mhz", "clock (MHz)", "[200, 250, 300]"),
     ),
     demo=(
-        DemoStage("deltallm: reference -> event trace -> KV260 simulator vs TeLLMe-v2",
-                  Ref(f"{_HERE}.demo:stage_deltallm"), order=20),  # fmt: skip
+        DemoStage(
+            "deltallm: reference -> event trace -> KV260 simulator vs TeLLMe-v2",
+            Ref(f"{_HERE}.demo:stage_deltallm"),
+            order=20,
+        ),  # fmt: skip
     ),
     commands=(Ref(f"{_HERE}.delta_command:register"),),
     synthesis=(

@@ -1,9 +1,9 @@
 """``coaccel delta``: the DeltaLLM sparsity study (real MiniLM keys and synthetic LLM-like keys).
 
 Loads a study config (default: the shipped ``arch_configs/studies/deltallm_default.yaml``),
-applies the command-line overrides, runs :func:`coaccel.targets.deltallm_fpga.study.run_delta_study` and
-writes the report of :mod:`coaccel.targets.deltallm_fpga.study_report` (CSV + PNG) into ``--out``, printing the
-table.
+applies the command-line overrides, runs
+:func:`coaccel.targets.deltallm_fpga.study.run_delta_study` and writes the report of
+:mod:`coaccel.targets.deltallm_fpga.study_report` (CSV + PNG) into ``--out``, printing the table.
 """
 
 from __future__ import annotations

@@ -49,5 +49,3 @@ def stage_deltallm(out: Path, rng: np.random.Generator) -> None:
     write_text(p, json.dumps({"cycle": cyc.to_dict(), "analytical": ana.to_dict(),
                              "tellme_v2": base.to_dict()}, indent=1, default=str))  # fmt: skip
     print(f"  results -> {p}")
-
-

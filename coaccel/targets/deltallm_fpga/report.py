@@ -234,7 +234,7 @@ def _resources(
                     ),
                 ]
                 cells += [_count(modelled), f"{_share(modelled, total):.1f}"]
-            if use is None:
+            if use is None or row is None:
                 cells += ["no RTL of ours" if tellme else "not synthesized", ""]
             else:
                 n = use[col]

@@ -26,7 +26,8 @@ Data sets:
 * ``synthetic``: :func:`coaccel.models.nn.synthetic_attention` with the dimensions of the
   configured models, post-RoPE, GQA group 4, key autocorrelation ``key_ar``.
 
-This module computes only; :mod:`coaccel.targets.deltallm_fpga.study_report` formats, writes and plots.
+This module computes only; :mod:`coaccel.targets.deltallm_fpga.study_report` formats, writes
+and plots.
 """
 
 from __future__ import annotations

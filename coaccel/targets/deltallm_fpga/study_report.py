@@ -1,12 +1,12 @@
 """Report of the DeltaLLM sparsity study: CSV files, PNG charts and a printed table.
 
-The study (:mod:`coaccel.targets.deltallm_fpga.study`) returns pure data; this module formats, writes and
-plots it. Files written into the output folder:
+The study (:mod:`coaccel.targets.deltallm_fpga.study`) returns pure data; this module formats,
+writes and plots it. Files written into the output folder:
 
 * ``delta_results.csv``: one row per data set × (θ, W, τ), plus each data set's row at the θ
   found for the target ρ_K (``theta_from_target`` true); the columns of
-  :class:`~coaccel.targets.deltallm_fpga.study.DeltaRow` (sparsities as fractions, errors in the units of
-  v except the relative ones).
+  :class:`~coaccel.targets.deltallm_fpga.study.DeltaRow` (sparsities as fractions, errors in the
+  units of v except the relative ones).
 * ``delta_theta_fits.csv``: the θ found per data set, with ρ_K on both sides of the target.
 * ``delta_layers.csv``: ρ_K per layer (MiniLM) or draw (synthetic) and θ.
 * ``delta_channels.csv``: ρ_K per head dimension at the found θ.
@@ -97,7 +97,8 @@ def _data_caption(result: DeltaStudyResult) -> str:
             f"{s.query_ar:g}, group-shared query offsets {s.query_group_share:g}, seed {c.seed}"
         )
     return (
-        "Source: coaccel delta (coaccel.targets.deltallm_fpga.study) on coaccel.models.deltallm.attention. "
+        "Source: coaccel delta (coaccel.targets.deltallm_fpga.study) on "
+        "coaccel.models.deltallm.attention. "
         + "; ".join(parts)
         + f". Settings: {_settings(result)}. Sparsities micro-averaged; error against the same "
         "datapath with theta 0, W = T, tau = inf. Values in delta_results.csv."

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from coaccel.simulation import load_arch, simulate
 from coaccel.spine.config import override
@@ -79,7 +79,9 @@ def validate_deltallm(
     ours = override(ours, {"keys.layers_simulated": layers_simulated})
     _, base = load_arch(baseline)
     # the keys behind every sparsity and speedup row
-    data = "synthetic" if ours.keys.generator == "synthetic" else "real"
+    data: Literal["real", "synthetic"] = (
+        "synthetic" if ours.keys.generator == "synthetic" else "real"
+    )
     rows: list[Target] = []
     for t_n in _TTFT_TOKENS:
         ttft = fig[f"tellme_v2.ttft_{t_n}_tokens"]

@@ -50,16 +50,26 @@ TARGET = SimTarget(
     ),
     knobs=(
         Knob("sm.count", "streaming multiprocessors (count)", "[108, 132]"),
-        Knob("dram", "HBM preset (file under arch_configs/dram/)",
-             "[dram/hbm3_h100_sxm.yaml, dram/hbm3e_h200.yaml]"),  # fmt: skip
-        Knob("l2.effective_capacity_mib", "L2 capacity data may use (MiB; at most l2.capacity_mib)", "[32, 40, 44]"),
+        Knob(
+            "dram",
+            "HBM preset (file under arch_configs/dram/)",
+            "[dram/hbm3_h100_sxm.yaml, dram/hbm3e_h200.yaml]",
+        ),  # fmt: skip
+        Knob(
+            "l2.effective_capacity_mib",
+            "L2 capacity data may use (MiB; at most l2.capacity_mib)",
+            "[32, 40, 44]",
+        ),
         Knob("host_link.h2d_bw_gb_per_s", "host-to-device link bandwidth (GB/s)", "[32, 64]"),
         Knob("launch_overhead_us", "kernel launch latency (us)", "[2, 4]"),
     ),
     demo=(
-        DemoStage("gpu: FlashDecoding split-K reference, 128K trace, W1 time on H200 and A100, "
-                  "W3 NOSA KV offload over PCIe and C2C",
-                  Ref(f"{_HERE}.demo:stage_gpu"), order=20),  # fmt: skip
+        DemoStage(
+            "gpu: FlashDecoding split-K reference, 128K trace, W1 time on H200 and A100, "
+            "W3 NOSA KV offload over PCIe and C2C",
+            Ref(f"{_HERE}.demo:stage_gpu"),
+            order=20,
+        ),  # fmt: skip
     ),
     commands=(Ref(f"{_HERE}.calibrate_command:register"),),
 )

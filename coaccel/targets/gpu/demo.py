@@ -108,5 +108,3 @@ def _gpu_offload(out: Path, rng: np.random.Generator, h200: Any) -> None:
                 f"{sec['zero_copy'] * 1e6:>12.1f} {sec['dma'] * 1e6:>8.1f}"
             )
     print(f"  wrote {path}")
-
-

@@ -305,7 +305,7 @@ def _curve_rows(
     data: Literal["", "real", "synthetic"],
 ) -> list[Target]:
     """The ``curve_mape`` and ``curve_r`` rows of one curve (module docstring)."""
-    common = dict(source=source, fit=fit, data=data, tolerance_pct=None)
+    common: dict[str, Any] = dict(source=source, fit=fit, data=data, tolerance_pct=None)
     return [
         Target(group="curve_mape", name=f"{name}: MAPE", ours=mape_pct(measured, ours),
                paper=0.0, unit="%", note=f"{note}; 'paper' 0 % is exact agreement",

@@ -37,8 +37,13 @@ TARGET = SimTarget(
     report=ReportRole(
         summary="area by component (um2) and energy per run by component (J), PE per MAC",
         build=Ref(f"{_HERE}.report:report_part"),
-        default_workloads=("llama-2-7b", "llama-3-8b", "llama-3.2-3b", "qwen2.5-3b",
-                           "qwen2.5-7b"),  # fmt: skip
+        default_workloads=(
+            "llama-2-7b",
+            "llama-3-8b",
+            "llama-3.2-3b",
+            "qwen2.5-3b",
+            "qwen2.5-7b",
+        ),  # fmt: skip
         default_scenario="prefill_2k",
         demo_arch="hbq_e_28nm",
     ),
@@ -52,17 +57,27 @@ TARGET = SimTarget(
     knobs=(
         Knob("pe_array.n_pes", "processing elements in the array (count)", "[16, 32, 64]"),
         Knob("pe_array.macs_per_pe", "MACs per PE (count)", "[64, 128]"),
-        Knob("buffers.psum.size_kib", "partial-sum buffer (KiB; beyond 136 it needs a larger ACT buffer)", "[34, 68, 136]"),
+        Knob(
+            "buffers.psum.size_kib",
+            "partial-sum buffer (KiB; beyond 136 it needs a larger ACT buffer)",
+            "[34, 68, 136]",
+        ),
         Knob("buffers.act.size_kib", "activation buffer (KiB)", "[96, 192]"),
         Knob("formats.weight.ub_elems", "weight micro-block (elements per L2 scale)", "[8, 32]"),
         Knob("formats.weight.block_elems", "weight block (elements per L1 scale)", "[64, 128]"),
         Knob("freq_mhz", "clock (MHz)", "[400, 500]"),
     ),
     demo=(
-        DemoStage("hbq: exact datapath GEMM, partial-sum modes, trace",
-                  Ref(f"{_HERE}.demo:stage_datapath"), order=10),  # fmt: skip
-        DemoStage("simulators: HBQ ASIC, cycle-approximate vs analytical",
-                  Ref(f"{_HERE}.demo:stage_simulators"), order=20),  # fmt: skip
+        DemoStage(
+            "hbq: exact datapath GEMM, partial-sum modes, trace",
+            Ref(f"{_HERE}.demo:stage_datapath"),
+            order=10,
+        ),  # fmt: skip
+        DemoStage(
+            "simulators: HBQ ASIC, cycle-approximate vs analytical",
+            Ref(f"{_HERE}.demo:stage_simulators"),
+            order=20,
+        ),  # fmt: skip
     ),
     demo_sweep="demo_buffers.yaml",
     synthesis=(

@@ -65,5 +65,3 @@ def stage_simulators(out: Path, rng: np.random.Generator) -> None:
     path = out / "hbq_sim_stats.json"
     write_text(path, json.dumps(rows, indent=1, default=str))
     print(f"  stats -> {path}")
-
-

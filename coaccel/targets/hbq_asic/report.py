@@ -1,7 +1,7 @@
 """HBQ ASIC reports: the validation table and the per-component area/energy report.
 
-The computations live in :mod:`coaccel.targets.hbq_asic.validation` and :mod:`coaccel.cost`; this module only
-formats, writes and plots. Files:
+The computations live in :mod:`coaccel.targets.hbq_asic.validation` and :mod:`coaccel.cost`;
+this module only formats, writes and plots. Files:
 
 * :func:`write_validation_report` → ``hbq_validation.csv`` and ``hbq_validation.md`` (every
   target with our value, the paper's, the error, the tolerance, our one-sigma uncertainty, the
@@ -549,9 +549,15 @@ def cost_part(
     ]
     figures = tuple(
         Number(
-            arch=str(r["arch"]), quantity=str(r["quantity"]), component=str(r["component"]),
-            value=float(r["value"]), unit=str(r["unit"]), sigma=float(r["sigma"]),
-            source=str(r["source"]), workload=str(r["workload"]), node_nm=float(r["node_nm"]),
+            arch=str(r["arch"]),
+            quantity=str(r["quantity"]),
+            component=str(r["component"]),
+            value=_f(r["value"]),
+            unit=str(r["unit"]),
+            sigma=_f(r["sigma"]),
+            source=str(r["source"]),
+            workload=str(r["workload"]),
+            node_nm=_f(r["node_nm"]),
         )  # fmt: skip
         for r in cost_rows(breakdowns)
     )
@@ -559,6 +565,11 @@ def cost_part(
         kind="hbq_asic", title=title, notes=tuple(note_list), sections=tuple(sections),
         figures=figures,
     )  # fmt: skip
+
+
+def _f(v: object) -> float:
+    """A cost row's number as a float."""
+    return float(v) if isinstance(v, (int, float, str)) else float("nan")
 
 
 def report_part(archs: Sequence[Any], settings: ReportSettings) -> ReportPart:
@@ -589,7 +600,7 @@ def report_part(archs: Sequence[Any], settings: ReportSettings) -> ReportPart:
         breakdowns = [arch_area(a, node) for a in archs]
     else:
         breakdowns = [
-            evaluate(simulate(a, f"{w}:{scenario}", mode=settings.mode), a, node)
+            evaluate(simulate(a, f"{w}:{scenario}", mode=settings.mode), a, node)  # type: ignore[arg-type]
             for w in workloads
             for a in archs
         ]
