@@ -82,6 +82,8 @@ def _stage_accuracy(out: Path, rng: np.random.Generator) -> None:
         if not _QUIET[0]:
             print(f"  ... {msg}", file=sys.stderr, flush=True)
 
+    import numpy as np
+
     result = run_quant_study(cfg, rng=np.random.default_rng(cfg.seed), progress=progress)
     paths = write_quant_report(result, out / "quant")
     print("\n".join("  " + line for line in format_quant_table(result).splitlines()))
