@@ -127,6 +127,10 @@ def _convert_scalar(value: Any, tp: type, key: str, info: _FieldInfo, ctx: _Ctx)
         out = _to_float(value, value, key, ctx)
     if out is _BAD:
         return _BAD
+    if unit is not None and isinstance(out, float) and math.isinf(out):
+        # a physical quantity (a size, a rate, a time) is finite; unitless settings such as a
+        # threshold may use infinity to mean "never"
+        return ctx.add(key, value, f"{_show(value)} is not allowed (not finite)", "a finite number")
     return _check_leaf(out, value, key, info, ctx)
 
 
@@ -137,8 +141,6 @@ def _to_float(x: Fraction | numbers.Real, raw: Any, key: str, ctx: _Ctx) -> Any:
         return ctx.add(key, raw, f"{_show(raw)} is out of range: too large for a float", "a float")
     if math.isnan(out):
         return ctx.add(key, raw, f"{_show(raw)} is not allowed (not a number)", "a number")
-    if math.isinf(out):
-        return ctx.add(key, raw, f"{_show(raw)} is not allowed (not finite)", "a finite number")
     return out
 
 
