@@ -5,7 +5,7 @@
 * :mod:`.synthetic`: seeded Gaussian / Laplace / Student-t tensors with outlier channels.
 * :mod:`.synthetic_attention`: seeded LLM-like post-RoPE q, k, v with a set key
   autocorrelation, GQA groups and a model's dimensions, in float and INT8.
-* :mod:`.real_attention`: MiniLM's per-head q, k, v on long passages of the Python
+* :mod:`.real_attention`: MiniLM's and the decoders' per-head q, k, v on passages of the Python
   documentation topics (``pydoc_data``), in float and INT8.
 * :mod:`.sentences`: a small hand-written English corpus with paraphrase pairs.
 * :mod:`.decoder`: decoder-only LLMs (SmolLM2-135M, Gemma-3-270M) in numpy from GGUF weights
@@ -16,6 +16,7 @@
 from .decoder import (
     MODELS,
     RECORD_FIELDS,
+    AttentionFn,
     AttentionRecorder,
     ContextLengthError,
     Decoder,
@@ -40,7 +41,14 @@ from .minilm import (
     load_minilm,
     model_dir,
 )
-from .real_attention import Passage, minilm_attention, prose, pydoc_passages
+from .real_attention import (
+    Passage,
+    decoder_attention,
+    decoder_passages,
+    minilm_attention,
+    prose,
+    pydoc_passages,
+)
 from .sentences import PARAPHRASE_PAIRS, SENTENCES, TOPICS, sentences
 from .synthetic import (
     DISTRIBUTIONS,
@@ -62,6 +70,7 @@ from .synthetic_attention import (
 __all__ = [
     "MODELS",
     "RECORD_FIELDS",
+    "AttentionFn",
     "AttentionRecorder",
     "ContextLengthError",
     "Decoder",
@@ -95,6 +104,8 @@ __all__ = [
     "SyntheticPair",
     "gelu",
     "load_minilm",
+    "decoder_attention",
+    "decoder_passages",
     "minilm_attention",
     "model_dir",
     "outlier_channels",

@@ -38,11 +38,12 @@ Public: :func:`load_decoder`, :func:`locate_model`, :func:`pydoc_text`, :data:`M
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib.metadata
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -59,6 +60,7 @@ from ._tokenizer import ByteBPETokenizer, SentencePieceTokenizer, tokenizer_from
 __all__ = [
     "MODELS",
     "RECORD_FIELDS",
+    "AttentionFn",
     "AttentionRecorder",
     "ContextLengthError",
     "Decoder",
@@ -467,6 +469,13 @@ q, k and v are in the Hugging Face layout (rotary pairs ``(i, i + head_dim/2)``)
 values before any KV number format is applied."""
 
 
+AttentionFn = Callable[
+    [int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, "int | None"],
+    "np.ndarray | None",
+]
+"""A replacement attention for :meth:`Decoder.with_attention`."""
+
+
 class AttentionRecorder:
     """Keeps per-layer attention tensors of forward passes (pass it as ``record=``).
 
@@ -691,6 +700,8 @@ class Decoder:
         dtype: compute dtype (float32 or float64).
         numerics: number formats of the forward pass (:class:`Numerics`).
         source: the file(s) the weights came from.
+        name: short name for labels: the :data:`MODELS` name it was loaded by, else the file's
+            stem.
     """
 
     def __init__(
@@ -704,8 +715,10 @@ class Decoder:
         *,
         source: str,
         numerics: Numerics | None = None,
+        name: str | None = None,
     ) -> None:
         self.config = config
+        self.name = name or config.name
         self.tokenizer = tokenizer
         self.dtype = embedding.dtype
         self.source = source
@@ -715,6 +728,8 @@ class Decoder:
         self._output_norm = output_norm
         self._layers = list(layers)
         self._rope_cache: dict[tuple[float, float], tuple[np.ndarray, np.ndarray]] = {}
+        self.attention: AttentionFn | None = None
+        """Replacement attention (see :meth:`with_attention`); None: exact softmax attention."""
         # The unquantized model a with_numerics() copy was derived from.
         self._float_base: Decoder | None = None
 
@@ -784,8 +799,32 @@ class Decoder:
             layers,
             source=self.source,
             numerics=numerics,
+            name=self.name,
         )
         model._float_base = base
+        return model
+
+    def with_attention(self, attention: AttentionFn | None) -> Decoder:
+        """The same model (same weights and numerics) with another attention computation.
+
+        ``attention(layer, q, k, v, q_pos, k_pos, window)`` gets one layer's post-RoPE queries
+        ``(heads, T, head_dim)`` (before the attention scale), the keys and values of every
+        position attended ``(kv_heads, S, head_dim)`` (after the KV number format and the
+        cache), the int64 query and key positions ``(T,)``/``(S,)`` and the sliding window
+        (tokens, or None), and returns the attention output ``(heads, T, head_dim)``, or None
+        to use the exact attention for that layer. The model's scale
+        (``config.attention_scale``) and causal/window masks are the function's to apply.
+        This is how approximate attention (sparse, delta, quantized scores) is put in the
+        forward pass for perplexity and decoding.
+
+        Args:
+            attention: the function, or None for exact attention.
+
+        Returns:
+            A new :class:`Decoder` sharing every tensor with this one.
+        """
+        model = copy.copy(self)
+        model.attention = attention
         return model
 
     def _float_model(self) -> Decoder:
@@ -997,9 +1036,15 @@ class Decoder:
             if cache is not None:
                 k, v = cache._store(li, start, k, v)
             window = cfg.sliding_window_tokens if sliding else None
-            ctx, probs = self._attend(q, k, v, pos, k_pos_all, window)
-            if rec is not None:
-                rec._put(li, "probs", probs)
+            alt = None
+            if self.attention is not None:
+                alt = self.attention(li, q, k, v, pos, k_pos_all, window)
+            if alt is None:
+                ctx, probs = self._attend(q, k, v, pos, k_pos_all, window)
+                if rec is not None:
+                    rec._put(li, "probs", probs)
+            else:
+                ctx = np.asarray(alt, dtype=self.dtype).transpose(1, 0, 2).reshape(t, nq)
             a = lin_in(ctx) @ lay.wo.T
             if lay.post_attn_norm is not None:
                 a = _rms_norm(a, lay.post_attn_norm, eps)
@@ -1116,6 +1161,7 @@ def load_decoder(model: str | Path, *, dtype: npt.DTypeLike = np.float32) -> Dec
         raise ValueError(f"dtype must be float32 or float64, got {dt}")
     if isinstance(model, str) and model in MODELS:
         paths = locate_model(model)
+        name = model
     else:
         file = Path(model)
         if file.suffix != ".gguf" and not file.is_file():
@@ -1124,6 +1170,7 @@ def load_decoder(model: str | Path, *, dtype: npt.DTypeLike = np.float32) -> Dec
                 "of a .gguf file"
             )
         paths = [file]
+        name = file.name.split(".")[0]
     g = read_gguf(paths)
     cfg = _config(g)
     tok = tokenizer_from_metadata(g.metadata, g.label)
@@ -1180,7 +1227,7 @@ def load_decoder(model: str | Path, *, dtype: npt.DTypeLike = np.float32) -> Dec
             f"{g.label}: tensors this {cfg.architecture} implementation does not use: "
             f"{', '.join(extra[:6])}{' ...' if len(extra) > 6 else ''}"
         )
-    return Decoder(cfg, tok, embedding, output, out_norm, layers, source=g.label)
+    return Decoder(cfg, tok, embedding, output, out_norm, layers, source=g.label, name=name)
 
 
 # ------------------------------------------------------------------------------------- text

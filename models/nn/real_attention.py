@@ -24,6 +24,7 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -31,7 +32,17 @@ import numpy.typing as npt
 from .minilm import MiniLM
 from .synthetic_attention import AttentionTensors
 
-__all__ = ["Passage", "minilm_attention", "pydoc_passages", "prose"]
+if TYPE_CHECKING:
+    from .decoder import Decoder
+
+__all__ = [
+    "Passage",
+    "decoder_attention",
+    "decoder_passages",
+    "minilm_attention",
+    "prose",
+    "pydoc_passages",
+]
 
 _UNDERLINE = re.compile(r"^[*=\-~^\"']{3,}\s*$")
 
@@ -43,9 +54,10 @@ class Passage:
     Attributes:
         topic: the ``pydoc_data.topics`` key (e.g. ``"assert"``).
         text: its prose (see :func:`prose`).
-        ids: int64 ``(T,)`` MiniLM word-piece ids, [CLS] … [SEP], truncated to the request.
-        available_tokens: word pieces of the whole prose with [CLS]/[SEP], capped at the
-            model's 512 positions.
+        ids: int64 ``(T,)`` token ids of the model that picked the passage (MiniLM: word
+            pieces [CLS] … [SEP]; a decoder: its own tokenizer's ids), truncated to the request.
+        available_tokens: tokens of the whole prose (MiniLM: with [CLS]/[SEP], capped at its
+            512 positions; a decoder: capped at its context length).
     """
 
     topic: str
@@ -148,6 +160,97 @@ def minilm_attention(
             out.append(
                 AttentionTensors.from_float(
                     f"minilm:layer{li}:{p.topic}", q, k, v, rope=False, causal_model=False
+                )
+            )
+    return out
+
+
+def decoder_passages(model: Decoder, n: int = 4, tokens: int = 512) -> list[Passage]:
+    """Pick ``n`` passages of ``tokens`` decoder tokens from the Python documentation topics.
+
+    The same deterministic rule as :func:`pydoc_passages` (topics in name order, those long
+    enough kept, ``n`` taken at the centres of ``n`` equal slices), with the decoder's own
+    tokenizer (BOS as the model's file says).
+
+    Args:
+        model: a loaded decoder (:func:`coaccel.models.nn.load_decoder`).
+        n: passages wanted (≥ 1).
+        tokens: tokens per passage, ``2 ..`` the model's context length.
+
+    Returns:
+        ``n`` passages in topic-name order, each exactly ``tokens`` long.
+
+    Raises:
+        ValueError: ``n`` or ``tokens`` out of range, or fewer than ``n`` topics long enough.
+    """
+    from pydoc_data.topics import topics
+
+    ctx = int(model.config.context_tokens)
+    if int(n) < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if not 2 <= int(tokens) <= ctx:
+        raise ValueError(f"tokens must be in [2, {ctx}] for {model.name}, got {tokens}")
+    eligible: list[Passage] = []
+    for name in sorted(topics):
+        text = prose(topics[name])
+        # A topic needs at least about one character per token to possibly be long enough.
+        if len(text) < tokens:
+            continue
+        ids = model.tokenize(text)
+        if ids.shape[0] >= tokens:
+            eligible.append(Passage(name, text, ids[:tokens].copy(), min(int(ids.shape[0]), ctx)))
+    if len(eligible) < n:
+        raise ValueError(
+            f"only {len(eligible)} pydoc topics of Python {sys.version.split()[0]} have "
+            f"{tokens} {model.name} tokens of prose; asked for {n}"
+        )
+    picks = [(2 * i + 1) * len(eligible) // (2 * int(n)) for i in range(int(n))]
+    return [eligible[i] for i in picks]
+
+
+def decoder_attention(
+    model: Decoder,
+    passages: Sequence[Passage],
+    layers: Sequence[int] | None = None,
+) -> list[AttentionTensors]:
+    """A decoder's post-RoPE q, k and its v for each passage and layer, in float and INT8.
+
+    One causal prefill per passage, recorded with
+    :class:`coaccel.models.nn.AttentionRecorder`; the model's numerics apply (use
+    ``model.with_numerics()`` for quantized weights or activations).
+
+    Args:
+        model: a loaded decoder.
+        passages: from :func:`decoder_passages`.
+        layers: decoder layers to keep (default all).
+
+    Returns:
+        One :class:`AttentionTensors` per (passage, layer), passage-major, with q
+        ``[heads, T, head_dim]`` and k, v ``[kv_heads, T, head_dim]`` (``rope=True``,
+        ``causal_model=True``); q is before the attention scale, which the attention references
+        apply. The source label is ``"<model name>:layer<i>:<topic>"``.
+    """
+    from .decoder import AttentionRecorder
+
+    n_layers = int(model.config.num_layers)
+    keep = list(range(n_layers)) if layers is None else [int(i) for i in layers]
+    bad = [i for i in keep if not 0 <= i < n_layers]
+    if bad:
+        raise ValueError(f"layers must be in [0, {n_layers}); got {bad}")
+    out: list[AttentionTensors] = []
+    for p in passages:
+        rec = AttentionRecorder(fields=("q", "k", "v"), layers=keep)
+        model.forward(p.ids, None, record=rec, last_only=True)
+        for li in keep:
+            q, k, v = (rec.get(li, f) for f in ("q", "k", "v"))
+            out.append(
+                AttentionTensors.from_float(
+                    f"{model.name}:layer{li}:{p.topic}",
+                    q,
+                    k,
+                    v,
+                    rope=True,
+                    causal_model=True,
                 )
             )
     return out
