@@ -465,7 +465,7 @@ def analyze(
             bad rule; a ``select`` id that matches no row or several.
     """
     ls = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
-    st = store if isinstance(store, Store) else Store(store)
+    st = store if isinstance(store, Store) else Store(store, readonly=True)
     try:
         all_rows = list(st.rows())
         store_path = str(st.path)

@@ -392,3 +392,25 @@ def test_breakdown_reruns_a_staged_row_in_its_own_mode(small):
     b = point_breakdown(ls, row)
     assert b.breakdown.sim_mode == "cycle"
     assert b.digest_matches
+
+
+def test_analysis_reads_the_store_without_writing_it(small, tmp_path):
+    """Analysis opens the store read-only: it reads while another process holds the store's
+    write lock (a sweep still running), and the file's bytes are unchanged afterwards."""
+    import shutil
+    import sqlite3
+
+    ls, db = small
+    copy = tmp_path / "busy.sqlite"
+    shutil.copyfile(db, copy)
+    writer = sqlite3.connect(copy, isolation_level=None)
+    assert writer.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    writer.execute("BEGIN IMMEDIATE")
+    before = copy.read_bytes()
+    try:
+        a = analyze(ls, copy)
+        assert a.fronts and a.fronts[0].rows
+        assert copy.read_bytes() == before
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
