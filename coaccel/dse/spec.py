@@ -45,16 +45,19 @@ from ..spine.config import ConfigError, FrozenMap, Problem, config_digest, load_
 
 __all__ = [
     "ACCURACY_METRICS",
-    "COST_METRICS",
     "AccuracySpec",
+    "COST_METRICS",
     "ExecutorSpec",
     "Expr",
     "LoadedSpec",
     "Objective",
+    "PERPLEXITY_METRICS",
     "ParamRange",
+    "SQNR_METRICS",
     "Stage",
     "Strategy",
     "SweepSpec",
+    "accuracy_metrics",
     "is_scheduler_address",
     "load_spec",
     "parse_expr",
@@ -73,15 +76,46 @@ COST_METRICS: Mapping[str, str] = FrozenMap(
 """Metrics every point has besides its simulator's ``metrics()``: total energy of the run (J),
 total area (mm²), run time (s) and the energy-delay product (J·s)."""
 
-ACCURACY_METRICS: Mapping[str, str] = FrozenMap(
+SQNR_METRICS: Mapping[str, str] = FrozenMap(
     {
         "accuracy_sqnr_db": "dB",
         "accuracy_loss_db": "dB",
     }
 )
-"""Metrics a sweep with an ``accuracy:`` block adds to every point: the SQNR of the quantized
-GEMM outputs under the point's number formats (dB), and how many dB that is below the base
+"""Metrics of an ``accuracy:`` block with ``measure: sqnr``: the SQNR of the quantized GEMM
+outputs under the point's number formats (dB), and how many dB that is below the base
 architecture's formats (positive: worse than the base)."""
+
+PERPLEXITY_METRICS: Mapping[str, str] = FrozenMap(
+    {
+        "perplexity": "1",
+        "perplexity_std": "1",
+        "perplexity_increase_pct": "%",
+        "top1_agreement": "1",
+    }
+)
+"""Metrics of an ``accuracy:`` block with ``measure: perplexity``: the real decoder's next-token
+perplexity on a fixed text with the point's formats in its forward pass (pooled over every
+scored token of the text windows), the standard deviation of the per-window perplexities (the
+spread a report draws as the accuracy's uncertainty), the perplexity increase over the
+unquantized model (%), and the fraction of positions whose top-1 next token equals the
+unquantized model's."""
+
+ACCURACY_METRICS: Mapping[str, str] = FrozenMap({**SQNR_METRICS, **PERPLEXITY_METRICS})
+"""Every metric an ``accuracy:`` block can add (see :func:`accuracy_metrics` for one block)."""
+
+
+def accuracy_metrics(acc: AccuracySpec) -> Mapping[str, str]:
+    """The metrics (name -> unit) an accuracy block adds to every point.
+
+    Args:
+        acc: the block.
+
+    Returns:
+        :data:`SQNR_METRICS` or :data:`PERPLEXITY_METRICS`, by ``acc.measure``.
+    """
+    return PERPLEXITY_METRICS if acc.measure == "perplexity" else SQNR_METRICS
+
 
 Scalar = int | float | bool | str
 
@@ -266,16 +300,29 @@ class Stage:
 class AccuracySpec:
     """The accuracy study run once per distinct number-format setting of the points.
 
-    Each setting (the architecture's weight and activation formats) is scored by
-    :func:`coaccel.studies.quant.study_operand_formats`: the SQNR of the quantized GEMM outputs
-    ``Q(A)·Q(W)ᵀ`` against float64, on all-MiniLM-L6-v2's 36 linear layers with activations
-    from its float forward pass (``real``) or on one seeded synthetic problem
-    (``synthetic``). Results are cached in the store, keyed by the format setting and these
-    settings.
+    ``measure: sqnr`` scores each setting (the architecture's weight and activation formats)
+    by :func:`coaccel.studies.quant.study_operand_formats`: the SQNR of the quantized GEMM
+    outputs ``Q(A)·Q(W)ᵀ`` against float64, on all-MiniLM-L6-v2's 36 linear layers with
+    activations from its float forward pass (``real``) or on one seeded synthetic problem
+    (``synthetic``). ``measure: perplexity`` runs a real decoder (``model``) with the
+    setting's weight, activation and KV-cache formats in its forward pass
+    (:meth:`coaccel.models.nn.Decoder.with_numerics`, bit-exact quantize-dequantize) on
+    ``windows`` consecutive windows of ``window_tokens`` tokens of the Python documentation
+    text (:func:`coaccel.models.nn.pydoc_text`) and reports :data:`PERPLEXITY_METRICS`.
+    Results are cached in the store, keyed by the format setting and these settings, so a
+    rerun, a resumed or a larger sweep does not score a setting again.
 
     Attributes:
-        data: ``real`` (needs the ``real`` extra), ``synthetic``, or ``auto`` (``real`` when
-            installed, else ``synthetic``; the sweep reports which it used).
+        measure: ``sqnr`` (GEMM output SQNR) or ``perplexity`` (a real decoder).
+        data: for ``sqnr``: ``real`` (needs the ``real`` extra), ``synthetic``, or ``auto``
+            (``real`` when installed, else ``synthetic``; the sweep reports which it used).
+            ``perplexity`` is always on real text (``auto`` resolves to ``real``).
+        model: for ``perplexity``: the decoder (``smollm2-135m`` or ``gemma3-270m``; its
+            weight package must be installed).
+        windows: for ``perplexity``: text windows scored (their spread is the uncertainty).
+        window_tokens: for ``perplexity``: tokens per window.
+        kv: for ``perplexity``: also quantize the KV cache in the architecture's KV format
+            (where it has one).
         n_sentences: sentences of the built-in corpus for ``real``.
         distribution: element distribution of the ``synthetic`` problem.
         tokens: activation rows of the ``synthetic`` problem.
@@ -287,7 +334,12 @@ class AccuracySpec:
             ``fp32``).
     """
 
+    measure: Literal["sqnr", "perplexity"] = "sqnr"
     data: Literal["auto", "real", "synthetic"] = "auto"
+    model: Literal["smollm2-135m", "gemma3-270m"] = "smollm2-135m"
+    windows: int = param(default=4, ge=2, le=64)
+    window_tokens: int = param(default=256, ge=16, le=4096)
+    kv: bool = True
     n_sentences: int = param(default=4, ge=1, le=64)
     distribution: Literal["gaussian", "laplace", "student_t"] = "student_t"
     tokens: int = param(default=64, ge=1)
@@ -728,7 +780,7 @@ def _probe_metrics(t: Any, base: Any, workload: Any, spec: SweepSpec, accuracy: 
         if not cb.area_um2:  # priced by memory traffic alone: area does not apply
             metric_units.pop("area_mm2", None)
     if accuracy is not None:
-        metric_units.update(ACCURACY_METRICS)
+        metric_units.update(accuracy_metrics(accuracy))
     return metric_units
 
 
@@ -885,6 +937,8 @@ def _check_accuracy(
                     f"block format the accuracy study can quantize{': ' + why if why else ''}",
                 )
             )
+    if acc.measure == "perplexity":
+        return _check_perplexity(src, acc, base, out)
     try:
         model_dir()
         have_real = True
@@ -904,6 +958,27 @@ def _check_accuracy(
             )
         )
     return dataclasses.replace(acc, data=data), out
+
+
+def _check_perplexity(
+    src: str, acc: AccuracySpec, base: Any, out: list[Problem]
+) -> tuple[AccuracySpec | None, list[Problem]]:
+    """A perplexity block: real text only, and the decoder's weight package installed."""
+    import dataclasses
+
+    from ..models.nn import locate_model
+    from ..spine.errors import CoaccelError
+
+    if acc.data == "synthetic":
+        out.append(
+            Problem(src, "accuracy.data", "synthetic",
+                    "measure perplexity runs a real decoder on real text", "real, auto")
+        )  # fmt: skip
+    try:
+        locate_model(acc.model)
+    except CoaccelError as e:
+        out.append(Problem(src, "accuracy.model", acc.model, str(e)))
+    return dataclasses.replace(acc, data="real"), out
 
 
 def satisfiable(spec: SweepSpec, constraints: typing.Sequence[Expr]) -> bool:

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from coaccel.models.formats import quantize, resolve
+from coaccel.models.formats import FormatSpec, quantize, resolve
 
 
 # ---------------------------------------------------------------------------------- numerics
@@ -17,12 +17,13 @@ class OperandFormat:
     """A number format for one operand class, as :func:`coaccel.models.formats.quantize` takes it.
 
     Attributes:
-        fmt: format name (``coaccel.models.formats.format_names()``), e.g. ``"mxfp4"``.
+        fmt: format name (``coaccel.models.formats.format_names()``), e.g. ``"mxfp4"``, or a
+            resolved format spec (e.g. an architecture's operand format).
         options: keyword options of ``quantize`` as ``(name, value)`` pairs, e.g.
             ``(("role", "activation"),)`` for HBQ or ``(("rounding", "rne"),)``.
     """
 
-    fmt: str
+    fmt: str | FormatSpec
     options: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
@@ -30,7 +31,7 @@ class OperandFormat:
         """Normalize ``"mxfp4"``, ``("hbq-a", {"role": "activation"})`` or an OperandFormat."""
         if isinstance(spec, OperandFormat):
             return spec
-        if isinstance(spec, str):
+        if isinstance(spec, str) or hasattr(spec, "quantize_blocks"):
             return cls(spec)
         if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[1], Mapping):
             return cls(str(spec[0]), tuple(sorted(spec[1].items())))
@@ -52,8 +53,9 @@ class OperandFormat:
         return q.dequantize(x.dtype)
 
     def __str__(self) -> str:
+        name = self.fmt if isinstance(self.fmt, str) else self.fmt.name
         opts = ",".join(f"{k}={v}" for k, v in self.options)
-        return f"{self.fmt}({opts})" if opts else self.fmt
+        return f"{name}({opts})" if opts else name
 
 
 FormatLike = OperandFormat | str | tuple[str, Mapping[str, Any]]
