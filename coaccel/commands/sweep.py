@@ -8,6 +8,7 @@ import json
 import shutil
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -250,77 +251,100 @@ def _too_large(reason: str, spec: Any, *, store_limit: bool = False) -> str:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the sweep; returns 0 when points were evaluated (failed points are recorded in the
-    store), or ``--knobs``.
+def _check_store(store: Path) -> None:
+    """Check, before any work, that ``--store`` is a sweep store this command may write.
 
     Raises:
-        CoaccelError: bad options, or every point evaluated failed.
+        CoaccelError: anything but a sweep store (left untouched), or a store or folder that
+            cannot be written.
     """
-    from ..dse import (
-        DEFAULT_MAX_POINTS,
-        DEFAULT_MAX_STORE_BYTES,
-        Store,
-        SweepSpec,
-        SweepTooLarge,
-        load_spec,
-        run_sweep,
-    )
+    from ..dse.store import check_writable, inspect_store
+
+    kind = inspect_store(store)  # anything but a sweep store is refused, untouched
+    if kind in ("missing", "empty"):
+        out_file(store, "--store")
+    else:
+        check_writable(store)
+
+
+def _export_target(export: Sequence[str] | None, store: Path) -> tuple[str, Path] | None:
+    """Check ``--export FORMAT PATH`` before any work.
+
+    Args:
+        export: the option's two values (None: no export).
+        store: the ``--store`` path, which the export must not overwrite.
+
+    Returns:
+        ``(format, path)``, or None without ``--export``.
+
+    Raises:
+        CoaccelError: an unknown format, parquet without pyarrow, a path that is not a regular
+            file (or cannot be written), or the store itself.
+    """
+    from ..dse.store import not_regular
+    from ..spine.errors import CoaccelError
+
+    if not export:
+        return None
+    fmt, path = export
+    if fmt not in ("csv", "parquet"):
+        raise CoaccelError(f"--export {fmt!r}: valid formats: csv, parquet")
+    if fmt == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise CoaccelError("--export parquet needs pyarrow: pip install pyarrow") from None
+    export_path = Path(path)
+    what = not_regular(export_path)
+    if what is not None and what != "a folder":
+        raise CoaccelError(f"--export {path!r} is {what}, not a regular file")
+    if export_path.resolve() == store.resolve():
+        raise CoaccelError(f"--export {path!r} is the store itself; give another file")
+    return fmt, out_file(export_path, "--export")
+
+
+def _sized_spec(spec_path: Path, max_points: int | None) -> Any:
+    """Load the spec once its size is known to be within ``max_points`` (None: no limit).
+
+    Returns:
+        The loaded spec (:func:`coaccel.dse.load_spec`).
+
+    Raises:
+        CoaccelError: a sweep over the limit (with the options that run it anyway), or a bad
+            spec.
+    """
+    from ..dse import SweepSpec, load_spec
     from ..dse.driver import size_problem
-    from ..dse.spec import is_scheduler_address
-    from ..dse.store import check_writable, inspect_store, not_regular
     from ..spine.config import load_config
     from ..spine.errors import CoaccelError
 
-    if args.knobs is not None:
-        print(format_knobs(args.knobs))
-        return 0
-    if args.spec is None or args.store is None:
-        raise CoaccelError("SPEC and --store are required (or --knobs)")
-
-    spec_path = in_file(Path(args.spec), "SPEC")
-    kind = inspect_store(args.store)  # anything but a sweep store is refused, untouched
-    if kind in ("missing", "empty"):
-        out_file(args.store, "--store")
-    else:
-        check_writable(args.store)
-    export = None
-    if args.export:
-        fmt, path = args.export
-        if fmt not in ("csv", "parquet"):
-            raise CoaccelError(f"--export {fmt!r}: valid formats: csv, parquet")
-        if fmt == "parquet":
-            try:
-                import pyarrow  # noqa: F401
-            except ImportError:
-                raise CoaccelError("--export parquet needs pyarrow: pip install pyarrow") from None
-        export_path = Path(path)
-        what = not_regular(export_path)
-        if what is not None and what != "a folder":
-            raise CoaccelError(f"--export {path!r} is {what}, not a regular file")
-        if export_path.resolve() == args.store.resolve():
-            raise CoaccelError(f"--export {path!r} is the store itself; give another file")
-        export = (fmt, out_file(export_path, "--export"))
-    if args.scheduler is not None and not is_scheduler_address(args.scheduler):
-        raise CoaccelError(
-            f"--scheduler {args.scheduler!r}: not a Dask scheduler address; give tcp://host:port"
-        )
-    max_points = None if args.yes_large else (args.max_points or DEFAULT_MAX_POINTS)
-    max_store_bytes = None if args.yes_large else DEFAULT_MAX_STORE_BYTES
     # Counted from the schema alone, before the spec's checks list every value of a range.
     raw = load_config(spec_path, SweepSpec)
     problem = size_problem(raw, max_points=max_points)
     if problem is not None:
         raise CoaccelError(_too_large(problem, raw))
-    spec = load_spec(spec_path)
-    quiet = args.quiet
+    return load_spec(spec_path)
+
+
+def _estimate_printer(store: Path, quiet: bool) -> Callable[[Any], None]:
+    """The sweep's ``on_estimate`` callback: the estimate line and a disk-space warning.
+
+    Args:
+        store: the store, whose file system's free space the estimate is checked against.
+        quiet: print nothing.
+
+    Returns:
+        A callback taking a :class:`~coaccel.dse.SweepEstimate`; it prints on stderr the
+        estimate of a sweep that should take 5 s or more, and a warning when the store would
+        outgrow its file system's free space.
+    """
 
     def on_estimate(est: Any) -> None:
         if quiet:
             return
         if est.seconds >= 5.0:
             print(f"coaccel sweep: {estimate_line(est)}", file=sys.stderr, flush=True)
-        free = shutil.disk_usage(args.store.absolute().parent).free
+        free = shutil.disk_usage(store.absolute().parent).free
         if est.store_bytes > free:
             from ..dse.driver import format_bytes
 
@@ -333,10 +357,80 @@ def run(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
+    return on_estimate
+
+
+def _print_json(s: Any, store: Path, exported: Path | None) -> None:
+    """Print the sweep's summary (:class:`~coaccel.dse.SweepSummary`) as one JSON document."""
+    doc = dataclasses.asdict(s) | {
+        "store": str(store),
+        "export": None if exported is None else str(exported),
+    }
+    json.dump(doc, sys.stdout, indent=1)
+    sys.stdout.write("\n")
+
+
+def _print_summary(s: Any, store: Any, store_path: Path, exported: Path | None, say: bool) -> None:
+    """Print the sweep's summary: the point counts, then (unless ``say`` is False) each stage's,
+    the accuracy study's data and the export.
+
+    Args:
+        s: the sweep's :class:`~coaccel.dse.SweepSummary`.
+        store: the open :class:`~coaccel.dse.Store` (its row count is the export's).
+        store_path: its path, as given.
+        exported: the exported file (None: no export).
+        say: print the informational lines after the first.
+    """
+    print(
+        f"{s.total} points: {s.skipped} already stored, {s.evaluated} evaluated "
+        f"({s.failed} failed) in {s.elapsed_s:.1f} s -> {store_path}"
+    )
+    if say and len(s.stages) > 1:
+        for st in s.stages:
+            print(
+                f"  stage {st.name} ({st.mode}): {st.total} points, {st.skipped} stored, "
+                f"{st.evaluated} evaluated ({st.failed} failed)"
+            )
+    if say and s.accuracy_data is not None:
+        what = (
+            "all-MiniLM-L6-v2 weights and activations"
+            if s.accuracy_data == "real"
+            else "a seeded synthetic GEMM problem"
+        )
+        print(
+            f"  accuracy: GEMM-output SQNR on {what}; {s.accuracy_studies} format "
+            "setting(s) scored now, the others from the store's cache"
+        )
+    if say and exported is not None:
+        print(f"exported {len(store)} rows -> {exported}")
+
+
+def _sweep(
+    spec: Any,
+    args: argparse.Namespace,
+    max_points: int | None,
+    max_store_bytes: int | None,
+    export: tuple[str, Path] | None,
+) -> Any:
+    """Run the sweep into the store, export the rows and print the summary.
+
+    Args:
+        spec: the loaded spec. args: the command's options.
+        max_points: the point limit (None: none). max_store_bytes: the store-size limit.
+        export: ``(format, path)`` of ``--export`` (None: no export).
+
+    Returns:
+        The sweep's :class:`~coaccel.dse.SweepSummary`.
+
+    Raises:
+        CoaccelError: the sweep is over a size limit (found once the points are counted).
+    """
+    from ..dse import Store, SweepTooLarge, run_sweep
+    from ..spine.errors import CoaccelError
+
     bar: ProgressBar | ProgressLog | None = None
     if not args.quiet:
         bar = ProgressBar(sys.stderr) if sys.stderr.isatty() else ProgressLog(sys.stderr)
-    say = not args.quiet and not args.json
     with Store(args.store) as store:
         try:
             s = run_sweep(
@@ -348,7 +442,7 @@ def run(args: argparse.Namespace) -> int:
                 scheduler=args.scheduler,
                 max_points=max_points,
                 max_store_bytes=max_store_bytes,
-                on_estimate=on_estimate,
+                on_estimate=_estimate_printer(args.store, args.quiet),
             )
         except SweepTooLarge as e:
             store_limit = e.estimate is not None
@@ -361,36 +455,42 @@ def run(args: argparse.Namespace) -> int:
             fmt, path = export
             exported = (store.to_csv if fmt == "csv" else store.to_parquet)(path)
         if args.json:
-            doc = dataclasses.asdict(s) | {
-                "store": str(args.store),
-                "export": None if exported is None else str(exported),
-            }
-            json.dump(doc, sys.stdout, indent=1)
-            sys.stdout.write("\n")
-            return 0
-        print(
-            f"{s.total} points: {s.skipped} already stored, {s.evaluated} evaluated "
-            f"({s.failed} failed) in {s.elapsed_s:.1f} s -> {args.store}"
+            _print_json(s, args.store, exported)
+        else:
+            _print_summary(s, store, args.store, exported, say=not args.quiet)
+    return s
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the sweep; returns 0 when points were evaluated (failed points are recorded in the
+    store), or ``--knobs``.
+
+    Raises:
+        CoaccelError: bad options, or every point evaluated failed (not with ``--json``, whose
+            summary reports it).
+    """
+    from ..dse import DEFAULT_MAX_POINTS, DEFAULT_MAX_STORE_BYTES
+    from ..dse.spec import is_scheduler_address
+    from ..spine.errors import CoaccelError
+
+    if args.knobs is not None:
+        print(format_knobs(args.knobs))
+        return 0
+    if args.spec is None or args.store is None:
+        raise CoaccelError("SPEC and --store are required (or --knobs)")
+
+    spec_path = in_file(Path(args.spec), "SPEC")
+    _check_store(args.store)
+    export = _export_target(args.export, args.store)
+    if args.scheduler is not None and not is_scheduler_address(args.scheduler):
+        raise CoaccelError(
+            f"--scheduler {args.scheduler!r}: not a Dask scheduler address; give tcp://host:port"
         )
-        if say and len(s.stages) > 1:
-            for st in s.stages:
-                print(
-                    f"  stage {st.name} ({st.mode}): {st.total} points, {st.skipped} stored, "
-                    f"{st.evaluated} evaluated ({st.failed} failed)"
-                )
-        if say and s.accuracy_data is not None:
-            what = (
-                "all-MiniLM-L6-v2 weights and activations"
-                if s.accuracy_data == "real"
-                else "a seeded synthetic GEMM problem"
-            )
-            print(
-                f"  accuracy: GEMM-output SQNR on {what}; {s.accuracy_studies} format "
-                "setting(s) scored now, the others from the store's cache"
-            )
-        if say and exported is not None:
-            print(f"exported {len(store)} rows -> {exported}")
-    if s.evaluated and s.failed == s.evaluated:
+    max_points = None if args.yes_large else (args.max_points or DEFAULT_MAX_POINTS)
+    max_store_bytes = None if args.yes_large else DEFAULT_MAX_STORE_BYTES
+    spec = _sized_spec(spec_path, max_points)
+    s = _sweep(spec, args, max_points, max_store_bytes, export)
+    if not args.json and s.evaluated and s.failed == s.evaluated:
         raise CoaccelError(
             f"every one of the {s.evaluated} points evaluated failed (their reasons are in "
             f"{args.store}; coaccel sweep-report {args.store} --spec {args.spec} lists them)"

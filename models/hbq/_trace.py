@@ -11,13 +11,39 @@ gives every record its ``seq`` number (issue order) and dependencies (:class:`_S
 :class:`~coaccel.trace.TraceBuilder` with those seq numbers, so a GEMM of a few hundred
 thousand tiles takes well under a second. Two programs are available:
 
-* the *plain* program (``n_buffers=None``, the default): per tile, reads, compute, writes, with
-  the dependencies of a one-tile operand buffer and no explicit buffer slots;
-* the *double-buffered* program (``n_buffers=b``): what the HBQ accelerator's controller runs
-  (docs/hbq_sim.md): operand reads are issued ``b - 1`` tiles ahead of the compute that uses
-  them, each read waits (``dep``) for the compute that frees its buffer slot, each compute waits
-  for its newest operand read, and each DRAM record names the on-chip buffer it fills or drains
-  in ``phase`` (``"act"``, ``"wgt"``, ``"out"``; partial sums ``"psum"``).
+* the *plain* program (``n_buffers=None``, the default): per tile, in issue order,
+
+  1. a read of the A tile (``tensor="A"``) unless the previous tile used the same A tile, and
+     likewise for the W tile (``tensor="W"``): a one-tile operand buffer, so the operand that
+     the innermost loop does not index is read once per pass;
+  2. a ``"gemm"`` compute record (``m, n, k`` of the tile, ``macs = m·n·k``, the two format
+     names, ``tile`` = ``(mi·n_tiles_n + ni)·n_tiles_k + ki``), depending on the latest
+     operand read;
+  3. a read of the partial-sum tile (``tensor="psum"``) for every K tile but the first, and a
+     write of it for every K tile but the last, or else a write of the output tile
+     (``tensor="Y"``);
+
+* the *double-buffered* program (``n_buffers=b``; ``b=2`` is what the HBQ accelerator's
+  controller runs, docs/hbq_sim.md): the same records, with the reads of step 1 issued
+  ``b - 1`` tiles early (all reads of the first ``b`` tiles come first). Each operand read
+  waits (``dep``) for the compute that last used the buffer slot it overwrites (``b`` reads of
+  that operand earlier; ``b`` slabs, i.e. ``b x K-tiles`` reads, for a resident A), each
+  compute for its own newest operand read (-1 when it reuses both operands), each partial-sum
+  read for the partial-sum write it reads back, and each DRAM record names the on-chip buffer
+  it fills or drains in ``phase`` (``"act"``, ``"wgt"``, ``"out"``; partial sums ``"psum"``).
+
+With ``a_resident=True`` (loop order ``"mnk"`` only) the activation buffer keeps every K tile of
+the current token tile (the ``tile_m x K`` slab) across the output-channel tiles: each A tile is
+read once per token tile, at the first channel tile, instead of once per channel tile. The
+caller checks that the slab fits (``n_buffers`` slabs for the pipelined program).
+
+Bytes: A and W tiles use the formats' effective bits per element
+(``FormatSpec.bits_per_element()``, side information included; HBQ names are resolved with
+``role="activation"`` for A and ``"weight"`` for W), PSUM tiles :func:`psum_bits_per_element`,
+Y tiles the ``out`` format's bits. Each tensor is stored tile-major (every tile contiguous, tiles
+in row-major tile order), so each tile access is one contiguous record of
+``ceil(elements · bits / 8)`` bytes at its tile's byte offset. Edge tiles are smaller when a
+dimension is not a multiple of its tile size.
 
 The fused attention program of ``_workload.attention_trace`` is built here the same way, in
 parts: :func:`_attention_tiles` (blocks and key tiles), :func:`_attention_seqs` (issue order),
@@ -193,39 +219,9 @@ def gemm_trace(
 
     The loops run over tiles in ``order`` (outermost first; default ``"nkm"``, the
     weight-stationary order of the HBQ accelerator: output-channel tile, K tile, token tile).
-    Per tile, in issue order:
-
-    1. a read of the A tile (``tensor="A"``) unless the previous tile used the same A tile, and
-       likewise for the W tile (``tensor="W"``): a one-tile operand buffer, so the operand that
-       the innermost loop does not index is read once per pass;
-    2. a ``"gemm"`` compute record (``m, n, k`` of the tile, ``macs = m·n·k``, the two format
-       names, ``tile`` = ``(mi·n_tiles_n + ni)·n_tiles_k + ki``), depending on the latest
-       operand read;
-    3. a read of the partial-sum tile (``tensor="psum"``) for every K tile but the first, and a
-       write of it for every K tile but the last, or else a write of the output tile
-       (``tensor="Y"``).
-
-    With ``a_resident=True`` (loop order ``"mnk"`` only) the activation buffer keeps every K
-    tile of the current token tile (the ``tile_m x K`` slab) across the output-channel tiles:
-    each A tile is read once per token tile, at the first channel tile, instead of once per
-    channel tile. The caller checks that the slab fits (``n_buffers`` slabs for the pipelined
-    program).
-
-    With ``n_buffers=b`` (the double-buffered program, ``b=2``), the reads of step 1 are issued
-    ``b - 1`` tiles early (all reads of the first ``b`` tiles come first), each operand read
-    depends on the compute that last used the buffer slot it overwrites (``b`` reads of that
-    operand earlier; ``b`` slabs, i.e. ``b x K-tiles`` reads, for a resident A), each compute
-    depends on its own newest operand read (-1 when it reuses both operands), each partial-sum
-    read on the partial-sum write it reads back, and the DRAM
-    records carry ``phase`` ``"act"``, ``"wgt"``, ``"out"`` (``"psum"`` for partial sums).
-
-    Bytes: A and W tiles use the formats' effective bits per element
-    (``FormatSpec.bits_per_element()``, side information included; HBQ names are resolved with
-    ``role="activation"`` for A and ``"weight"`` for W), PSUM tiles
-    :func:`psum_bits_per_element`, Y tiles the ``out`` format's bits. Each tensor is stored
-    tile-major (every tile contiguous, tiles in row-major tile order), so each tile access is one
-    contiguous record of ``ceil(elements · bits / 8)`` bytes at its tile's byte offset. Edge
-    tiles are smaller when a dimension is not a multiple of its tile size.
+    Per tile it records the operand reads, one ``"gemm"`` compute record and the partial-sum or
+    output traffic, in the plain or the double-buffered program; the module docstring
+    (:mod:`coaccel.models.hbq._trace`) gives each record, its dependencies and its bytes.
 
     Args:
         m: rows of A and Y (tokens). n: rows of W, columns of Y (output channels).
@@ -245,8 +241,9 @@ def gemm_trace(
         out_space: memory space of Y.
         unit: the compute unit name of the compute records.
         n_buffers: None for the plain program; 1 or 2 (or more) operand buffer slots for the
-            pipelined program described above.
-        a_resident: keep the token tile's activation slab on chip across channel tiles (above).
+            double-buffered program (module docstring).
+        a_resident: keep the token tile's activation slab on chip across channel tiles (module
+            docstring; the caller checks that it fits).
         tensors: the tensor names of A, W, the partial sums and Y.
         workload: extra JSON metadata merged into the trace's ``workload``.
         config_digest: :func:`coaccel.config.config_digest` of the configuration the tiles

@@ -177,90 +177,162 @@ def _share(v: float, total: float) -> float:
     return 100.0 * v / total if total else math.nan
 
 
-def _resources(
-    archs: Sequence[Any], rows: Sequence[Mapping[str, str]], where: str
-) -> tuple[Section, list[Figure]]:
+_RESOURCE_COLUMNS = (
+    "design",
+    "resource",
+    "device total",
+    "modelled",
+    "modelled (% of device)",
+    "Yosys on our RTL",
+    "Yosys (% of device)",
+)
+"""Columns of the resource table, one row per design and resource."""
+
+
+def _modelled_cells(
+    cfg: Any, label: str, modelled: float, total: float
+) -> tuple[list[str], list[Figure]]:
+    """The modelled count of one resource: its table cells and figures.
+
+    Args:
+        cfg: the design. label: the resource (:data:`RESOURCES`).
+        modelled: its modelled count. total: the device's total of it.
+
+    Returns:
+        ``(cells, figures)``: the modelled count and its share of the device (%).
+    """
+    figures = [
+        Figure(
+            cfg.name,
+            "resource_modelled",
+            label,
+            modelled,
+            label,
+            math.nan,
+            _modelled_source(cfg, label),
+        ),
+        Figure(
+            cfg.name,
+            "resource_share_modelled",
+            label,
+            _share(modelled, total),
+            "%",
+            math.nan,
+            f"[DERIVED] modelled / device total ({label})",
+        ),
+    ]
+    return [_count(modelled), f"{_share(modelled, total):.1f}"], figures
+
+
+def _yosys_cells(
+    cfg: Any, label: str, n: float, total: float, row: Mapping[str, str], where: str
+) -> tuple[list[str], list[Figure]]:
+    """The Yosys count of one resource of our RTL: its table cells and figures.
+
+    Args:
+        cfg: the design. label: the resource (:data:`RESOURCES`).
+        n: its Yosys count. total: the device's total of it.
+        row: the design's synthesis row (:func:`synthesis_row`). where: the table it was read
+            from.
+
+    Returns:
+        ``(cells, figures)``: the count and its share of the device (%).
+    """
+    src = (
+        f"[SYNTH] {where}: {row['top']} {row['params']}, {row['yosys_version']} "
+        "synth_xilinx -family xcup -abc9 cell counts (not Vivado)"
+    )
+    if label == "LUT":
+        src += (
+            f"; logic {_count(float(row['fpga_luts']))} + LUTRAM "
+            f"{_count(float(row['fpga_lutram_luts']))} LUTs"
+        )
+    figures = [
+        Figure(cfg.name, "resource_yosys", label, n, label, math.nan, src),
+        Figure(
+            cfg.name,
+            "resource_share_yosys",
+            label,
+            _share(n, total),
+            "%",
+            math.nan,
+            f"[DERIVED] Yosys count / device total ({label})",
+        ),
+    ]
+    return [_count(n), f"{_share(n, total):.1f}"], figures
+
+
+def _design_resources(
+    cfg: Any, row: Mapping[str, str] | None, where: str
+) -> tuple[list[tuple[str, ...]], list[Figure]]:
+    """Device total, modelled and Yosys counts of every resource of one design.
+
+    Args:
+        cfg: the design (:class:`~coaccel.sim.deltallm_fpga.DeltaFpgaConfig`).
+        row: its synthesis row (:func:`synthesis_row`; None: not synthesized or no RTL).
+        where: the synthesis table the row was read from.
+
+    Returns:
+        ``(rows, figures)``: one table row per resource (:data:`_RESOURCE_COLUMNS`) and the
+        figures, per resource the device total, then modelled, then Yosys.
+    """
+    mod = estimate_resources(cfg)
+    use = _yosys_use(row) if row is not None else None
+    tellme = cfg.engine == "tellme_v2"
+    limits_src = cfg.sources.get("limits", "device resources of the configuration")
     figures: list[Figure] = []
     table: list[tuple[str, ...]] = []
-    versions: set[str] = set()
-    synthesized: list[str] = []
-    for cfg in archs:
-        mod = estimate_resources(cfg)
-        row = synthesis_row(cfg, rows)
-        use = _yosys_use(row) if row is not None else None
-        tellme = cfg.engine == "tellme_v2"
-        limits_src = cfg.sources.get("limits", "device resources of the configuration")
-        if row is not None:
-            versions.add(row["yosys_version"])
-            synthesized.append(f"{cfg.name}: {row['top']} {row['params'].replace(';', ', ')}")
-        for label, attr, col in RESOURCES:
-            total = float(getattr(cfg.limits, attr))
-            figures.append(
-                Figure(
-                    cfg.name,
-                    "resource_device",
-                    label,
-                    total,
-                    label,
-                    0.0,
-                    f"limits.{attr}: {limits_src}",
-                )
+    for label, attr, col in RESOURCES:
+        total = float(getattr(cfg.limits, attr))
+        figures.append(
+            Figure(
+                cfg.name,
+                "resource_device",
+                label,
+                total,
+                label,
+                0.0,
+                f"limits.{attr}: {limits_src}",
             )
-            modelled: float | None = float(getattr(mod, attr))
-            if tellme and label not in ("DSP48E2", "BRAM36"):
-                modelled = None  # the baseline's model estimates DSP and BRAM only
-            cells = [cfg.name, label, _count(total)]
-            if modelled is None:
-                cells += ["not estimated", ""]
-            else:
-                figures += [
-                    Figure(
-                        cfg.name,
-                        "resource_modelled",
-                        label,
-                        modelled,
-                        label,
-                        math.nan,
-                        _modelled_source(cfg, label),
-                    ),
-                    Figure(
-                        cfg.name,
-                        "resource_share_modelled",
-                        label,
-                        _share(modelled, total),
-                        "%",
-                        math.nan,
-                        f"[DERIVED] modelled / device total ({label})",
-                    ),
-                ]
-                cells += [_count(modelled), f"{_share(modelled, total):.1f}"]
-            if use is None or row is None:
-                cells += ["no RTL of ours" if tellme else "not synthesized", ""]
-            else:
-                n = use[col]
-                src = (
-                    f"[SYNTH] {where}: {row['top']} {row['params']}, {row['yosys_version']} "
-                    "synth_xilinx -family xcup -abc9 cell counts (not Vivado)"
-                )
-                if label == "LUT":
-                    src += (
-                        f"; logic {_count(float(row['fpga_luts']))} + LUTRAM "
-                        f"{_count(float(row['fpga_lutram_luts']))} LUTs"
-                    )
-                figures += [
-                    Figure(cfg.name, "resource_yosys", label, n, label, math.nan, src),
-                    Figure(
-                        cfg.name,
-                        "resource_share_yosys",
-                        label,
-                        _share(n, total),
-                        "%",
-                        math.nan,
-                        f"[DERIVED] Yosys count / device total ({label})",
-                    ),
-                ]
-                cells += [_count(n), f"{_share(n, total):.1f}"]
-            table.append(tuple(cells))
+        )
+        modelled: float | None = float(getattr(mod, attr))
+        if tellme and label not in ("DSP48E2", "BRAM36"):
+            modelled = None  # the baseline's model estimates DSP and BRAM only
+        cells = [cfg.name, label, _count(total)]
+        if modelled is None:
+            cells += ["not estimated", ""]
+        else:
+            more, figs = _modelled_cells(cfg, label, modelled, total)
+            cells += more
+            figures += figs
+        if use is None or row is None:
+            cells += ["no RTL of ours" if tellme else "not synthesized", ""]
+        else:
+            more, figs = _yosys_cells(cfg, label, use[col], total, row, where)
+            cells += more
+            figures += figs
+        table.append(tuple(cells))
+    return table, figures
+
+
+def _resource_paragraphs(
+    archs: Sequence[Any],
+    rows: Sequence[Mapping[str, str]],
+    where: str,
+    versions: set[str],
+    synthesized: Sequence[str],
+) -> list[str]:
+    """The resource section's text: device totals, the model, the Yosys rows and their band.
+
+    Args:
+        archs: the designs. rows: the synthesis table's rows (empty: not available).
+        where: the table read, or why it is not available.
+        versions: the Yosys versions of the designs' rows.
+        synthesized: one ``"<design>: <top> <params>"`` per design with a row.
+
+    Returns:
+        The paragraphs.
+    """
     paras = [
         "Device totals are the configuration's limits: the KV260's XCK26 has 117,120 LUTs, "
         "234,240 flip-flops, 1,248 DSP48E2, 144 BRAM36 and 64 URAM288 ([DS987] K26 resource "
@@ -288,23 +360,39 @@ def _resources(
             "BRAM36 figures are our unverified estimates of its attention engine (the "
             "configuration's sources) and its other resources are not estimated."
         )
+    return paras
+
+
+def _resources(
+    archs: Sequence[Any], rows: Sequence[Mapping[str, str]], where: str
+) -> tuple[Section, list[Figure]]:
+    """The resource utilization section and its figures.
+
+    Args:
+        archs: the designs.
+        rows: the synthesis table's rows (:func:`read_synthesis_rows`; empty: not available).
+        where: the table read, or why it is not available.
+
+    Returns:
+        ``(section, figures)``: the section (text and one table) and every design's resource
+        figures, design by design.
+    """
+    figures: list[Figure] = []
+    table: list[tuple[str, ...]] = []
+    versions: set[str] = set()
+    synthesized: list[str] = []
+    for cfg in archs:
+        row = synthesis_row(cfg, rows)
+        if row is not None:
+            versions.add(row["yosys_version"])
+            synthesized.append(f"{cfg.name}: {row['top']} {row['params'].replace(';', ', ')}")
+        design_rows, design_figures = _design_resources(cfg, row, where)
+        table += design_rows
+        figures += design_figures
     section = Section(
         "Resource utilization (KV260, XCK26)",
-        tuple(paras),
-        tables=(
-            Table(
-                (
-                    "design",
-                    "resource",
-                    "device total",
-                    "modelled",
-                    "modelled (% of device)",
-                    "Yosys on our RTL",
-                    "Yosys (% of device)",
-                ),
-                tuple(table),
-            ),
-        ),
+        tuple(_resource_paragraphs(archs, rows, where, versions, synthesized)),
+        tables=(Table(_RESOURCE_COLUMNS, tuple(table)),),
     )
     return section, figures
 
@@ -483,7 +571,102 @@ def prefill_energy(cfg: Any, result: Any, breakdown: Any = None) -> PrefillEnerg
     )
 
 
+def _time_source(cfg: Any, e: PrefillEnergy, s: EnergyScope) -> str:
+    """Where a scope's run time comes from (the attention engine's, or the whole TTFT)."""
+    if s.name == "attention":
+        return (
+            f"simulated ({e.mode} mode): attention cycles / {cfg.freq_mhz:g} MHz; the "
+            "simulator's own error is not propagated"
+        )
+    return (
+        f"simulated ({e.mode} mode): TTFT, attention + linear-layer cycles / "
+        f"{cfg.freq_mhz:g} MHz (linear layers: "
+        f"{cfg.sources.get('linear.ternary_macs_per_cycle', 'the TLMM engine model')})"
+    )
+
+
+def _scope_figures(cfg: Any, e: PrefillEnergy, s: EnergyScope) -> list[Figure]:
+    """Figures of one scope of a prefill run.
+
+    Args:
+        cfg: the design. e: the run's energy. s: the scope (``e.attention`` or ``e.prefill``).
+
+    Returns:
+        Run time (s), static energy (J), dynamic energy (J, where modelled), total energy (J),
+        average power (W) and energy per prefill token (J/token).
+    """
+    w = e.workload
+    out = [
+        Figure(e.arch, "time", s.name, s.seconds, "s", math.nan, _time_source(cfg, e, s), w),
+        Figure(
+            e.arch,
+            "energy",
+            f"{s.name}.static",
+            s.static_j,
+            "J",
+            s.static_sigma_j,
+            f"board idle power x {s.name} time: {e.static_source}",
+            w,
+        ),
+    ]
+    if s.dynamic_j is not None:
+        d_src = (
+            "sum of the attention.dynamic.* components (coaccel.cost.evaluate; "
+            "arch_configs/cost/fpga_ultrascale_plus.yaml, the DDR4 figure of the "
+            "configuration); the PL static power of that table is part of the board's "
+            "idle power and not added"
+        )
+        if s.name == "prefill":
+            d_src += "; the linear layers' dynamic energy is not modelled"
+        out.append(
+            Figure(
+                e.arch, "energy", f"{s.name}.dynamic", s.dynamic_j, "J", s.dynamic_sigma_j, d_src, w
+            )
+        )
+        total_src = "static + dynamic"
+    else:
+        total_src = (
+            "static only: the TeLLMe-v2 engine has no activity model, its dynamic energy "
+            "is not modelled"
+        )
+    if s.lower_bound:
+        total_src += " (a lower bound)"
+    out += [
+        Figure(e.arch, "energy", f"{s.name}.total", s.total_j, "J", s.total_sigma_j, total_src, w),
+        Figure(
+            e.arch,
+            "power",
+            f"{s.name}.average",
+            s.power_w,
+            "W",
+            s.power_sigma_w,
+            f"[DERIVED] {s.name} total energy / {s.name} time",
+            w,
+        ),
+        Figure(
+            e.arch,
+            "energy_per_token",
+            s.name,
+            s.energy_per_token_j,
+            "J/token",
+            s.energy_per_token_sigma_j,
+            f"[DERIVED] {s.name} total energy / {e.tokens} prefill tokens",
+            w,
+        ),
+    ]
+    return out
+
+
 def _energy_figures(cfg: Any, e: PrefillEnergy) -> list[Figure]:
+    """Every figure of one prefill run: tokens, static power, dynamic components, scopes.
+
+    Args:
+        cfg: the design. e: the run's energy (:func:`prefill_energy`).
+
+    Returns:
+        The prefill tokens, the static power (W), each dynamic component's energy (J), then
+        the attention scope's and the whole prefill's figures (:func:`_scope_figures`).
+    """
     w = e.workload
     out = [
         Figure(
@@ -512,84 +695,7 @@ def _energy_figures(cfg: Any, e: PrefillEnergy) -> list[Figure]:
             )
         )
     for s in (e.attention, e.prefill):
-        if s.name == "attention":
-            t_src = (
-                f"simulated ({e.mode} mode): attention cycles / {cfg.freq_mhz:g} MHz; the "
-                "simulator's own error is not propagated"
-            )
-        else:
-            t_src = (
-                f"simulated ({e.mode} mode): TTFT, attention + linear-layer cycles / "
-                f"{cfg.freq_mhz:g} MHz (linear layers: "
-                f"{cfg.sources.get('linear.ternary_macs_per_cycle', 'the TLMM engine model')})"
-            )
-        out.append(Figure(e.arch, "time", s.name, s.seconds, "s", math.nan, t_src, w))
-        out.append(
-            Figure(
-                e.arch,
-                "energy",
-                f"{s.name}.static",
-                s.static_j,
-                "J",
-                s.static_sigma_j,
-                f"board idle power x {s.name} time: {e.static_source}",
-                w,
-            )
-        )
-        if s.dynamic_j is not None:
-            d_src = (
-                "sum of the attention.dynamic.* components (coaccel.cost.evaluate; "
-                "arch_configs/cost/fpga_ultrascale_plus.yaml, the DDR4 figure of the "
-                "configuration); the PL static power of that table is part of the board's "
-                "idle power and not added"
-            )
-            if s.name == "prefill":
-                d_src += "; the linear layers' dynamic energy is not modelled"
-            out.append(
-                Figure(
-                    e.arch,
-                    "energy",
-                    f"{s.name}.dynamic",
-                    s.dynamic_j,
-                    "J",
-                    s.dynamic_sigma_j,
-                    d_src,
-                    w,
-                )
-            )
-            total_src = "static + dynamic"
-        else:
-            total_src = (
-                "static only: the TeLLMe-v2 engine has no activity model, its dynamic energy "
-                "is not modelled"
-            )
-        if s.lower_bound:
-            total_src += " (a lower bound)"
-        out += [
-            Figure(
-                e.arch, "energy", f"{s.name}.total", s.total_j, "J", s.total_sigma_j, total_src, w
-            ),
-            Figure(
-                e.arch,
-                "power",
-                f"{s.name}.average",
-                s.power_w,
-                "W",
-                s.power_sigma_w,
-                f"[DERIVED] {s.name} total energy / {s.name} time",
-                w,
-            ),
-            Figure(
-                e.arch,
-                "energy_per_token",
-                s.name,
-                s.energy_per_token_j,
-                "J/token",
-                s.energy_per_token_sigma_j,
-                f"[DERIVED] {s.name} total energy / {e.tokens} prefill tokens",
-                w,
-            ),
-        ]
+        out += _scope_figures(cfg, e, s)
     return out
 
 

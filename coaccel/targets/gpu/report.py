@@ -257,10 +257,19 @@ def _rel_source(fit: BoardFit) -> str:
     return "one sigma: the fit's standard errors and " + ", ".join(parts) + " (board_power.yaml)"
 
 
-def _figures(e: DecodeEnergy) -> list[Figure]:
+def _step_figures(e: DecodeEnergy) -> list[Figure]:
+    """Figures of the simulated step and its device-memory energy (every GPU has them).
+
+    Args:
+        e: the step's energy.
+
+    Returns:
+        Step time (s), DRAM bytes (B), achieved bandwidth (B/s), utilization (%), the cost
+        model's device-DRAM energy (J) and energy per byte (pJ/B).
+    """
     w, a, nan = e.workload, e.arch, math.nan
     sim = f"simulated ({e.mode} mode), coaccel.sim.gpu_mem"
-    out = [
+    return [
         Figure(
             a,
             "time",
@@ -324,45 +333,70 @@ def _figures(e: DecodeEnergy) -> list[Figure]:
             w,
         ),
     ]
-    if e.batch:
-        dev_tok = e.device_j / e.batch
-        out += [
-            Figure(
-                a,
-                "tokens",
-                "per_step",
-                float(e.batch),
-                "token",
-                0.0,
-                "the workload's batch: one token per sequence per step",
-                w,
-            ),
-            Figure(
-                a,
-                "energy_per_token",
-                "dram_device",
-                dev_tok,
-                "J/token",
-                e.device_sigma_j / e.batch,
-                "[DERIVED] device-DRAM energy of the step / batch",
-                w,
-            ),
-            Figure(
-                a,
-                "energy_per_request",
-                "dram_device",
-                dev_tok * OUTPUT_TOKENS,
-                "J/request",
-                e.device_sigma_j / e.batch * OUTPUT_TOKENS,
-                f"[DERIVED] per token x {OUTPUT_TOKENS} output tokens ([OURS] request length;"
-                " context held at the workload's)",
-                w,
-            ),
-        ]
-    if e.fit is None:
-        return out
-    rel = _rel_source(e.fit)
-    out += [
+
+
+def _device_token_figures(e: DecodeEnergy, batch: int) -> list[Figure]:
+    """Tokens per step and the device-DRAM energy per token and per request.
+
+    Args:
+        e: the step's energy.
+        batch: tokens generated per step (``e.batch``, known and nonzero).
+
+    Returns:
+        Tokens per step (token), device-DRAM energy per token (J/token) and per request of
+        :data:`OUTPUT_TOKENS` tokens (J/request).
+    """
+    w, a = e.workload, e.arch
+    dev_tok = e.device_j / batch
+    return [
+        Figure(
+            a,
+            "tokens",
+            "per_step",
+            float(batch),
+            "token",
+            0.0,
+            "the workload's batch: one token per sequence per step",
+            w,
+        ),
+        Figure(
+            a,
+            "energy_per_token",
+            "dram_device",
+            dev_tok,
+            "J/token",
+            e.device_sigma_j / batch,
+            "[DERIVED] device-DRAM energy of the step / batch",
+            w,
+        ),
+        Figure(
+            a,
+            "energy_per_request",
+            "dram_device",
+            dev_tok * OUTPUT_TOKENS,
+            "J/request",
+            e.device_sigma_j / batch * OUTPUT_TOKENS,
+            f"[DERIVED] per token x {OUTPUT_TOKENS} output tokens ([OURS] request length;"
+            " context held at the workload's)",
+            w,
+        ),
+    ]
+
+
+def _board_figures(e: DecodeEnergy, fit: BoardFit) -> list[Figure]:
+    """Figures of the board-power view of a step.
+
+    Args:
+        e: the step's energy.
+        fit: its board-power fit (``e.fit``, not None).
+
+    Returns:
+        The fitted base power (W) and bandwidth slope (pJ/B), the step's base, traffic and
+        total board energy (J) and its average board power (W).
+    """
+    w, a = e.workload, e.arch
+    rel = _rel_source(fit)
+    return [
         Figure(
             a,
             "power",
@@ -424,32 +458,65 @@ def _figures(e: DecodeEnergy) -> list[Figure]:
             w,
         ),
     ]
+
+
+def _board_token_figures(e: DecodeEnergy, batch: int) -> list[Figure]:
+    """The board energy per token and per request.
+
+    Args:
+        e: the step's energy, with a board-power fit.
+        batch: tokens generated per step (``e.batch``, known and nonzero).
+
+    Returns:
+        Board energy per token (J/token) and per request of :data:`OUTPUT_TOKENS` tokens
+        (J/request).
+    """
+    w, a = e.workload, e.arch
+    tok = e.board_j / batch
+    tok_s = e.board_sigma_j / batch
+    return [
+        Figure(
+            a,
+            "energy_per_token",
+            "board",
+            tok,
+            "J/token",
+            tok_s,
+            "[DERIVED] board energy of the step / batch",
+            w,
+        ),
+        Figure(
+            a,
+            "energy_per_request",
+            "board",
+            tok * OUTPUT_TOKENS,
+            "J/request",
+            tok_s * OUTPUT_TOKENS,
+            f"[DERIVED] per token x {OUTPUT_TOKENS} output tokens ([OURS] request length;"
+            " context held at the workload's)",
+            w,
+        ),
+    ]
+
+
+def _figures(e: DecodeEnergy) -> list[Figure]:
+    """Every figure of one decode step, in the CSV's order.
+
+    Args:
+        e: the step's energy.
+
+    Returns:
+        The step and device-memory figures, per token and per request where the batch is
+        known, then the board-power view where the GPU has a fit.
+    """
+    out = _step_figures(e)
     if e.batch:
-        tok = e.board_j / e.batch
-        tok_s = e.board_sigma_j / e.batch
-        out += [
-            Figure(
-                a,
-                "energy_per_token",
-                "board",
-                tok,
-                "J/token",
-                tok_s,
-                "[DERIVED] board energy of the step / batch",
-                w,
-            ),
-            Figure(
-                a,
-                "energy_per_request",
-                "board",
-                tok * OUTPUT_TOKENS,
-                "J/request",
-                tok_s * OUTPUT_TOKENS,
-                f"[DERIVED] per token x {OUTPUT_TOKENS} output tokens ([OURS] request length;"
-                " context held at the workload's)",
-                w,
-            ),
-        ]
+        out += _device_token_figures(e, e.batch)
+    if e.fit is None:
+        return out
+    out += _board_figures(e, e.fit)
+    if e.batch:
+        out += _board_token_figures(e, e.batch)
     return out
 
 
@@ -459,53 +526,59 @@ def _pm(v: float, s: float, scale: float = 1.0) -> str:
     return f"{v * scale:.4g} ± {s * scale:.2g}"
 
 
-def _sections(energies: Sequence[DecodeEnergy]) -> list[Section]:
+def _board_row(e: DecodeEnergy) -> tuple[str, ...]:
+    """One row of the board-power table (the columns of :func:`_board_section`)."""
+    per_tok = per_req = "—"
+    if e.batch and e.fit is not None:
+        per_tok = _pm(e.board_j / e.batch, e.board_sigma_j / e.batch, 1e3)
+        per_req = _pm(
+            e.board_j / e.batch * OUTPUT_TOKENS, e.board_sigma_j / e.batch * OUTPUT_TOKENS
+        )
+    measured = "—" if e.fit is None else e.fit.board + (" (same die)" if e.fit.analog else "")
+    return (
+        e.arch,
+        e.workload,
+        measured,
+        f"{e.seconds * 1e6:.4g}",
+        f"{e.dram_bytes / 1e6:.4g}",
+        f"{e.bandwidth_bytes_per_s / 1e12:.3g}",
+        f"{100 * e.utilization:.1f}",
+        _pm(e.base_w, math.hypot(e.base_sigma_w, e.rel_sigma * e.base_w)),
+        _pm(e.power_w, e.board_sigma_j / e.seconds),
+        _pm(e.board_j, e.board_sigma_j, 1e3),
+        per_tok,
+        per_req,
+    )
+
+
+def _byte_row(e: DecodeEnergy) -> tuple[str, ...]:
+    """One row of the device-memory table (the columns of :func:`_byte_section`)."""
+    dev_tok = "—" if not e.batch else _pm(e.device_j / e.batch, e.device_sigma_j / e.batch, 1e3)
+    ratio = "—" if e.fit is None else f"{e.device_j / e.traffic_j:.2f}"
+    return (
+        e.arch,
+        _pm(
+            e.k_j_per_byte * 1e12,
+            math.hypot(e.k_sigma_j_per_byte, e.rel_sigma * e.k_j_per_byte) * 1e12,
+        ),
+        f"{e.device_pj_per_byte:g}",
+        _pm(e.traffic_j, e.traffic_sigma_j, 1e3),
+        _pm(e.device_j, e.device_sigma_j, 1e3),
+        dev_tok,
+        ratio,
+    )
+
+
+def _board_paragraphs(missing: Sequence[str]) -> list[str]:
+    """The board-power section's text: the power model, the workload's scope, the uncertainties.
+
+    Args:
+        missing: GPUs without a board-power fit, in table order (named in a last paragraph).
+
+    Returns:
+        The paragraphs, with the fits' numbers read from :data:`BOARD_TABLE`.
+    """
     t = shipped_table(BOARD_TABLE)
-    board_rows: list[tuple[str, ...]] = []
-    byte_rows: list[tuple[str, ...]] = []
-    missing: list[str] = []
-    for e in energies:
-        per_tok = per_req = "—"
-        if e.fit is None:
-            missing.append(e.arch)
-        if e.batch and e.fit is not None:
-            per_tok = _pm(e.board_j / e.batch, e.board_sigma_j / e.batch, 1e3)
-            per_req = _pm(
-                e.board_j / e.batch * OUTPUT_TOKENS, e.board_sigma_j / e.batch * OUTPUT_TOKENS
-            )
-        measured = "—" if e.fit is None else e.fit.board + (" (same die)" if e.fit.analog else "")
-        board_rows.append(
-            (
-                e.arch,
-                e.workload,
-                measured,
-                f"{e.seconds * 1e6:.4g}",
-                f"{e.dram_bytes / 1e6:.4g}",
-                f"{e.bandwidth_bytes_per_s / 1e12:.3g}",
-                f"{100 * e.utilization:.1f}",
-                _pm(e.base_w, math.hypot(e.base_sigma_w, e.rel_sigma * e.base_w)),
-                _pm(e.power_w, e.board_sigma_j / e.seconds),
-                _pm(e.board_j, e.board_sigma_j, 1e3),
-                per_tok,
-                per_req,
-            )
-        )
-        dev_tok = "—" if not e.batch else _pm(e.device_j / e.batch, e.device_sigma_j / e.batch, 1e3)
-        ratio = "—" if e.fit is None else f"{e.device_j / e.traffic_j:.2f}"
-        byte_rows.append(
-            (
-                e.arch,
-                _pm(
-                    e.k_j_per_byte * 1e12,
-                    math.hypot(e.k_sigma_j_per_byte, e.rel_sigma * e.k_j_per_byte) * 1e12,
-                ),
-                f"{e.device_pj_per_byte:g}",
-                _pm(e.traffic_j, e.traffic_sigma_j, 1e3),
-                _pm(e.device_j, e.device_sigma_j, 1e3),
-                dev_tok,
-                ratio,
-            )
-        )
     h2 = t["h200_base_w"].value, t["h200_w_per_tb_per_s"].value
     a1 = t["a100_40g_base_w"].value, t["a100_40g_w_per_tb_per_s"].value
     paras = [
@@ -543,6 +616,53 @@ def _sections(energies: Sequence[DecodeEnergy]) -> list[Section]:
             "constant while the power sits at its 300 W limit), so only the device-memory view "
             "is given."
         )
+    return paras
+
+
+def _board_section(energies: Sequence[DecodeEnergy]) -> Section:
+    """The section of decode energy per token from board power against utilization.
+
+    Args:
+        energies: the priced steps, one table row each.
+
+    Returns:
+        The :class:`~coaccel.report.document.Section`: text and one table.
+    """
+    missing = [e.arch for e in energies if e.fit is None]
+    return Section(
+        "Decode energy per token from board power against utilization",
+        tuple(_board_paragraphs(missing)),
+        tables=(
+            Table(
+                (
+                    "GPU",
+                    "workload",
+                    "fit measured on",
+                    "step time (µs)",
+                    "DRAM (MB)",
+                    "achieved (TB/s)",
+                    "utilization (% of peak)",
+                    "P_base (W)",
+                    "board power (W)",
+                    "energy per step (mJ)",
+                    "per token (mJ/token)",
+                    f"per request of {OUTPUT_TOKENS} tokens (J)",
+                ),
+                tuple(_board_row(e) for e in energies),
+            ),
+        ),
+    )
+
+
+def _byte_section(energies: Sequence[DecodeEnergy]) -> Section:
+    """The section comparing the cost model's device-memory energy with the board's slope.
+
+    Args:
+        energies: the priced steps, one table row each.
+
+    Returns:
+        The :class:`~coaccel.report.document.Section`: one paragraph and one table.
+    """
     byte_para = (
         "Device-memory view: the cost model prices the step's DRAM bytes at the "
         "configuration's energy per byte ('device DRAM'; each GPU's arch_configs/dram/ file, "
@@ -552,49 +672,36 @@ def _sections(energies: Sequence[DecodeEnergy]) -> list[Section]:
         "network and the SMs' load path; 'device / board' is its share of the board's traffic "
         "energy."
     )
-    return [
-        Section(
-            "Decode energy per token from board power against utilization",
-            tuple(paras),
-            tables=(
-                Table(
-                    (
-                        "GPU",
-                        "workload",
-                        "fit measured on",
-                        "step time (µs)",
-                        "DRAM (MB)",
-                        "achieved (TB/s)",
-                        "utilization (% of peak)",
-                        "P_base (W)",
-                        "board power (W)",
-                        "energy per step (mJ)",
-                        "per token (mJ/token)",
-                        f"per request of {OUTPUT_TOKENS} tokens (J)",
-                    ),
-                    tuple(board_rows),
+    return Section(
+        "Device-memory energy per byte (cost model) against the board's slope",
+        (byte_para,),
+        tables=(
+            Table(
+                (
+                    "GPU",
+                    "board slope (pJ/B)",
+                    "device DRAM (pJ/B)",
+                    "board traffic energy (mJ)",
+                    "device DRAM energy (mJ)",
+                    "device DRAM per token (mJ/token)",
+                    "device / board",
                 ),
+                tuple(_byte_row(e) for e in energies),
             ),
         ),
-        Section(
-            "Device-memory energy per byte (cost model) against the board's slope",
-            (byte_para,),
-            tables=(
-                Table(
-                    (
-                        "GPU",
-                        "board slope (pJ/B)",
-                        "device DRAM (pJ/B)",
-                        "board traffic energy (mJ)",
-                        "device DRAM energy (mJ)",
-                        "device DRAM per token (mJ/token)",
-                        "device / board",
-                    ),
-                    tuple(byte_rows),
-                ),
-            ),
-        ),
-    ]
+    )
+
+
+def _sections(energies: Sequence[DecodeEnergy]) -> list[Section]:
+    """The part's sections: the board-power view, then the device-memory view.
+
+    Args:
+        energies: the priced steps (every GPU of every workload).
+
+    Returns:
+        The two :class:`~coaccel.report.document.Section`.
+    """
+    return [_board_section(energies), _byte_section(energies)]
 
 
 def _workload_specs(settings: ReportSettings) -> list[str]:
