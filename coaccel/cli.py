@@ -20,6 +20,7 @@ from . import __version__
 # Order here is the order in --help.
 COMMANDS = (
     "demo", "quant", "sim", "cost", "sweep", "sweep_report", "validate", "report", "synth",
+    "workload",
 )  # fmt: skip
 
 DESCRIPTION = """\

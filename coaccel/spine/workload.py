@@ -125,6 +125,9 @@ _POSITIVE_INT = ("hidden", "intermediate", "layers", "heads", "kv_heads", "head_
                  "max_position_embeddings")  # fmt: skip
 _MOE_FIELDS = ("experts", "experts_per_token", "expert_intermediate", "shared_experts",
                "shared_expert_intermediate")  # fmt: skip
+_LAYOUT_INT = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim",
+               "sliding_window_tokens")  # fmt: skip
+_LAYER_LISTS = ("dense_mlp_layers", "sliding_window_layers")
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,23 @@ class ModelShape:
         shared_experts: experts every token runs besides the routed ones.
         shared_expert_intermediate: one shared expert's MLP width
             (``shared_expert_intermediate_size``).
+        attention: ``gqa`` (one K and one V vector of ``head_dim`` per KV head and token;
+            multi-head and multi-query attention included) or ``mla`` (DeepSeek's multi-head
+            latent attention: the cache holds one latent of ``kv_lora_rank`` plus one shared
+            RoPE key of ``qk_rope_head_dim`` per token and layer; ``head_dim`` is then the query
+            and key width per head, ``qk_nope_head_dim + qk_rope_head_dim``).
+        kv_lora_rank: MLA's compressed KV width (0 for ``gqa``).
+        q_lora_rank: MLA's query low-rank width (0: a full-rank query projection).
+        qk_rope_head_dim: MLA's decoupled RoPE key width (0 for ``gqa``).
+        v_head_dim: MLA's value width per head (0 for ``gqa``).
+        mlp: ``gated`` (gate, up and down matrices: SwiGLU / GeGLU) or ``plain`` (up and down
+            with an activation between, GPT-NeoX).
+        dense_mlp_layers: an MoE model's layers (0-based) whose MLP is dense, of width
+            ``intermediate`` (DeepSeek's ``first_k_dense_replace``, Qwen-MoE's
+            ``mlp_only_layers``); the others are MoE layers.
+        sliding_window_tokens: the sliding attention window, tokens (0: every layer attends
+            to all earlier tokens).
+        sliding_window_layers: the layers (0-based) that attend within the window.
     """
 
     hidden: int = param(ge=1, doc="hidden_size")
@@ -173,9 +193,18 @@ class ModelShape:
     expert_intermediate: int = param(default=0, ge=0, doc="moe_intermediate_size")
     shared_experts: int = param(default=0, ge=0, doc="shared experts per MoE layer")
     shared_expert_intermediate: int = param(default=0, ge=0, doc="shared_expert_intermediate_size")
+    attention: Literal["gqa", "mla"] = param(default="gqa", doc="gqa or mla (latent KV cache)")
+    kv_lora_rank: int = param(default=0, ge=0, doc="kv_lora_rank (MLA)")
+    q_lora_rank: int = param(default=0, ge=0, doc="q_lora_rank (MLA; 0: full-rank q_proj)")
+    qk_rope_head_dim: int = param(default=0, ge=0, doc="qk_rope_head_dim (MLA)")
+    v_head_dim: int = param(default=0, ge=0, doc="v_head_dim (MLA)")
+    mlp: Literal["gated", "plain"] = param(default="gated", doc="gated or plain MLP")
+    dense_mlp_layers: tuple[int, ...] = param(default=(), ge=0, doc="dense MLP layers of an MoE")
+    sliding_window_tokens: int = param(default=0, ge=0, doc="sliding_window (0: none)")
+    sliding_window_layers: tuple[int, ...] = param(default=(), ge=0, doc="sliding-window layers")
 
     def __post_init__(self) -> None:
-        for name in (*_POSITIVE_INT, *_MOE_FIELDS):
+        for name in (*_POSITIVE_INT, *_MOE_FIELDS, *_LAYOUT_INT):
             v = getattr(self, name)
             low = 1 if name in _POSITIVE_INT else 0
             if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < low:
@@ -191,6 +220,13 @@ class ModelShape:
             raise ValueError(
                 f"ModelShape.rope_scaling={self.rope_scaling!r} must be a RopeScaling or None"
             )
+        for name in _LAYER_LISTS:
+            v = getattr(self, name)
+            if isinstance(v, (str, bytes)) or not all(
+                isinstance(i, numbers.Integral) and not isinstance(i, bool) and i >= 0 for i in v
+            ):
+                raise ValueError(f"ModelShape.{name}={v!r} must be layer indices (integers >= 0)")
+            object.__setattr__(self, name, tuple(int(i) for i in v))
 
     def validate(self) -> list[Problem | str]:
         """Rules between fields: KV groups, MoE consistency, RoPE scaling within the context."""
@@ -253,6 +289,43 @@ class ModelShape:
                         f"exceeds max_position_embeddings={self.max_position_embeddings}",
                     )
                 )
+        out.extend(self._layout_problems())
+        return out
+
+    def _layout_problems(self) -> list[Problem | str]:
+        """MLA fields only with ``attention: mla`` (and all of them then); dense MLP layers only
+        in an MoE model; window and windowed layers together; layer indices below ``layers``,
+        ascending, without repeats."""
+        out: list[Problem | str] = []
+        mla = ("kv_lora_rank", "qk_rope_head_dim", "v_head_dim")
+        if self.attention == "mla":
+            for key in mla:
+                if getattr(self, key) < 1:
+                    out.append(Problem("", key, getattr(self, key), "MLA needs it >= 1"))
+            if self.head_dim <= self.qk_rope_head_dim:
+                msg = (
+                    "MLA's head_dim (qk_nope_head_dim + qk_rope_head_dim) must exceed "
+                    f"qk_rope_head_dim={self.qk_rope_head_dim}"
+                )
+                out.append(Problem("", "head_dim", self.head_dim, msg))
+        else:
+            for key in (*mla, "q_lora_rank"):
+                if getattr(self, key):
+                    out.append(Problem("", key, getattr(self, key), "only attention: mla has it"))
+        if self.dense_mlp_layers and not self.experts:
+            msg = "only an MoE model (experts > 0) has dense MLP layers"
+            out.append(Problem("", "dense_mlp_layers", list(self.dense_mlp_layers), msg))
+        if bool(self.sliding_window_tokens) != bool(self.sliding_window_layers):
+            msg = (
+                f"sliding_window_tokens={self.sliding_window_tokens} and sliding_window_layers "
+                "must both be set or both be empty"
+            )
+            out.append(Problem("", "sliding_window_layers", list(self.sliding_window_layers), msg))
+        for name in _LAYER_LISTS:
+            v = getattr(self, name)
+            if any(i >= self.layers for i in v) or list(v) != sorted(set(v)):
+                msg = f"layer indices must ascend, without repeats, below layers={self.layers}"
+                out.append(Problem("", name, list(v), msg))
         return out
 
     @property
@@ -281,8 +354,17 @@ class ModelShape:
         """Whether the MLPs are mixtures of experts (``experts > 0``)."""
         return self.experts > 0
 
+    @property
+    def is_mla(self) -> bool:
+        """Whether attention is multi-head latent attention (``attention == "mla"``)."""
+        return self.attention == "mla"
+
     def kv_bytes_per_token_per_layer(self, bits_per_element: int | Fraction = 16) -> Fraction:
         """Bytes of K and V cache one token adds to one layer: ``2 x kv_dim x bits / 8``.
+
+        An MLA model caches its compressed latent and the shared RoPE key instead:
+        ``(kv_lora_rank + qk_rope_head_dim) x bits / 8``. A sliding-window layer counts in full
+        (the bytes a token adds, not the window's bound on the cache).
 
         Args:
             bits_per_element: storage bits per cached element (16 for FP16/BF16; a block
@@ -295,6 +377,8 @@ class ModelShape:
             ValueError: ``bits_per_element`` is not a positive number.
         """
         bits = _positive_fraction(bits_per_element, "bits_per_element")
+        if self.is_mla:
+            return (self.kv_lora_rank + self.qk_rope_head_dim) * bits / 8
         return 2 * self.kv_dim * bits / 8
 
     def kv_bytes_per_token(self, bits_per_element: int | Fraction = 16) -> Fraction:
@@ -506,6 +590,40 @@ def workload_path(name: str | Path) -> Path:
     return Path(text)
 
 
+_ACCEPTS = "a model name with an optional :scenario, or a workload YAML file"
+
+
+def _check_workload_file(path: Path, text: str) -> None:
+    """Refuse, before it is opened, a path that cannot be a workload file.
+
+    A FIFO would block the read and a device never end; a trace file (found by its first
+    bytes, or its ``.npz`` suffix) would be read as YAML and fail on its binary bytes.
+
+    Raises:
+        ConfigError: a folder, FIFO, device or socket; a trace file (naming its kind).
+    """
+    from .trace import TraceError, is_trace_file, not_regular, read_trace_meta, trace_kind
+
+    kind = not_regular(path)
+    if kind is not None:
+        raise ConfigError([Problem(text, "", None, f"not a workload file: it is {kind}")])
+    if not path.exists() or not (is_trace_file(path) or path.suffix == ".npz"):
+        return
+    give = f"give {_ACCEPTS} (shipped models: {', '.join(WORKLOAD_NAMES)})"
+    try:
+        producer = str(read_trace_meta(path).get("producer", ""))
+    except (TraceError, OSError) as e:
+        why = getattr(e, "strerror", None) or str(e).removeprefix(f"{path}: ")
+        why = why.removeprefix("not a trace file: ")
+        msg = f"neither a workload file nor a trace file ({why}); {give}"
+    else:
+        msg = (
+            f"a {trace_kind(producer)!r} trace file (producer {producer!r}), not a workload: "
+            f"this simulator builds its own traces from a model and scenario; {give}"
+        )
+    raise ConfigError([Problem(text, "", None, msg, _ACCEPTS)])
+
+
 def load_workload(name: str | Path | WorkloadConfig, scenario: str | None = None) -> Workload:
     """Load a workload and pick a scenario.
 
@@ -520,7 +638,8 @@ def load_workload(name: str | Path | WorkloadConfig, scenario: str | None = None
 
     Raises:
         ConfigError: problems of the file (unknown keys, types, ranges, a scenario past the
-            model's ``max_position_embeddings``, ...), or an unknown scenario.
+            model's ``max_position_embeddings``, ...), an unknown scenario, or a path that is
+            not a workload file (a FIFO or a device, refused before it is opened; a trace file).
     """
     if isinstance(name, WorkloadConfig):
         cfg = name
@@ -530,6 +649,7 @@ def load_workload(name: str | Path | WorkloadConfig, scenario: str | None = None
         if scenario is None and ":" in text and not Path(text).exists():
             text, scenario = text.rsplit(":", 1)
         path = workload_path(text)
+        _check_workload_file(path, text)
         if not path.exists() and not text.endswith(".yaml") and "/" not in text:
             msg = f"no workload named {text!r}; shipped: {', '.join(WORKLOAD_NAMES)}"
             close = difflib.get_close_matches(text, WORKLOAD_NAMES, n=1)

@@ -38,6 +38,7 @@ from .cycles import KIND_DELTA, KIND_EXACT, KIND_SKIPPED, block_constants, block
 from .keys import layer_qk
 from .resources import estimate_resources
 from .result import DeltaFpgaResult
+from .workload import deltallm_workload_problems
 
 __all__ = ["MODES", "linear_macs_per_token", "simulate", "simulate_layer_events",
            "tellme_attention_cycles"]  # fmt: skip
@@ -47,20 +48,35 @@ _LOADS = ("Q", "K", "delta_mask", "delta_values", "V")
 _QUEUES = Queues(("ddr", "mac_array"))
 
 
-def linear_macs_per_token(model: ModelShape) -> int:
-    """Weight MACs of one token through one layer's linear layers.
+def linear_macs_per_token(model: ModelShape) -> float:
+    """Weight MACs of one token through one layer's linear layers (the mean over layers).
 
     Args:
         model: the shape.
 
     Returns:
-        ``hidden·(Hq·d) + 2·hidden·(Hkv·d) + (Hq·d)·hidden + 3·hidden·intermediate`` MACs
-        (Q, K, V, O projections and the gate, up and down matrices of the FFN).
+        ``hidden·(Hq·d) + 2·hidden·(Hkv·d) + (Hq·d)·hidden`` (Q, K, V and O projections) plus
+        the MLP: ``3·hidden·intermediate`` for a dense layer (gate, up and down); for a
+        mixture-of-experts layer the router (``hidden·experts``), the ``experts_per_token``
+        routed experts of width ``expert_intermediate`` and the shared experts of width
+        ``shared_expert_intermediate`` a token runs, averaged with the model's dense MLP
+        layers (``dense_mlp_layers``) over all layers. MACs (a whole number for a dense
+        model).
     """
     h, d = model.hidden, model.head_dim
     q = model.heads * d
     kv = model.kv_heads * d
-    return h * q + 2 * h * kv + q * h + 3 * h * model.intermediate
+    attn = h * q + 2 * h * kv + q * h
+    dense = 3 * h * model.intermediate
+    if not model.experts:
+        return attn + dense
+    moe = (
+        h * model.experts
+        + model.experts_per_token * 3 * h * model.expert_intermediate
+        + model.shared_experts * 3 * h * model.shared_expert_intermediate
+    )
+    n_dense = len(model.dense_mlp_layers)
+    return attn + (n_dense * dense + (model.layers - n_dense) * moe) / model.layers
 
 
 def tellme_attention_cycles(arch: DeltaFpgaConfig, model: ModelShape, n_tokens: int) -> int:
@@ -93,6 +109,7 @@ def _problems(arch: DeltaFpgaConfig, wl: Workload) -> list[Problem]:
     if sc.phase != "prefill":
         msg = "the DeltaLLM FPGA simulator models prefill only"
         out.append(Problem(where, "scenario.phase", sc.phase, msg, "prefill"))
+    out.extend(deltallm_workload_problems(wl))
     if arch.engine == "tellme_v2":
         return out
     g = m.heads // m.kv_heads

@@ -8,6 +8,10 @@
   with :func:`register_generator`), e.g. ``"splitk:context=131072,batch=1"``; ``T`` and ``B``
   are accepted for ``context`` and ``batch``;
 * a :class:`~coaccel.trace.Trace` or a :class:`GpuWorkload`.
+
+A model workload (a shipped model name or a workload YAML file, ``"<model>[:<scenario>]"``) is
+refused with the generator spec of its attention where there is one: the GPU workloads are one
+layer's decode attention, not a model (:func:`_refuse_model_workload`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from typing import Any
 from coaccel.models.gpu.microbench import GENERATORS
 from coaccel.spine.config import ConfigError, Problem
 from coaccel.spine.trace import Trace, TraceError
+from coaccel.spine.workload import WORKLOAD_NAMES
+from coaccel.spine.workload import load_workload as load_model_workload
 
 __all__ = ["WORKLOAD_GENERATORS", "GpuWorkload", "load_workload", "register_generator"]
 
@@ -236,7 +242,55 @@ def load_workload(workload: Any) -> GpuWorkload:
             return GpuWorkload(p.stem, Trace.load(p))
         except (OSError, TraceError) as e:
             raise ConfigError([Problem(text, "", None, f"cannot load trace: {e}")]) from None
+    _refuse_model_workload(text)
     return _spec(text)
+
+
+def _refuse_model_workload(text: str) -> None:
+    """Refuse a model workload (``"<model>[:<scenario>]"``, a shipped name or a YAML file).
+
+    The GPU workloads are one layer's decode attention over a cache of K and V per KV head
+    (flashdecode, ffd, nosa) or a synthetic expert-offload run (specter); a model is none of
+    them. For a GQA model's decode scenario the message gives the equivalent ``flashdecode``
+    spec; multi-head latent attention (one cached latent per token and layer, shared by all
+    heads) is refused as such, never treated as GQA.
+
+    Raises:
+        ConfigError: ``text`` names a model workload (or a bad one: the workload loader's
+            problems).
+    """
+    head, sep, tail = text.rpartition(":")
+    base = head if sep and "=" not in tail else text
+    if not (base.endswith((".yaml", ".yml")) or base in WORKLOAD_NAMES):
+        return
+    wl = load_model_workload(text)
+    m, sc = wl.model, wl.scenario
+    if m.is_mla:
+        msg = (
+            f"{wl.label} uses multi-head latent attention: its cache holds one latent of "
+            f"kv_lora_rank + qk_rope_head_dim = {m.kv_lora_rank + m.qk_rope_head_dim} elements "
+            f"per token and layer, shared by all {m.heads} heads; the GPU decode workloads "
+            "(flashdecode, ffd, nosa) model K and V caches per KV head (GQA) and do not model MLA"
+        )
+        raise ConfigError([Problem(wl.source or text, "model.attention", m.attention, msg, "gqa")])
+    spec = (
+        f"flashdecode:context={sc.tokens},batch={sc.batch},q_heads={m.heads},"
+        f"kv_heads={m.kv_heads},head_dim={m.head_dim}"
+    )
+    msg = (
+        f"{wl.label} is a model workload; the GPU simulator runs one layer's decode attention "
+        "(a trace .npz or a generator spec), not a model"
+    )
+    if sc.phase != "decode":
+        msg += f" (and the scenario is a {sc.phase}, the GPU workloads are decode steps)"
+    else:
+        msg += f": its attention is {spec}"
+        if m.sliding_window_tokens:
+            msg += (
+                f" (its {len(m.sliding_window_layers)} sliding-window layers: context at most "
+                f"{m.sliding_window_tokens})"
+            )
+    raise ConfigError([Problem(wl.source or text, "workload", text, msg)])
 
 
 _register_decode_workloads()

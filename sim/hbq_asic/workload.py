@@ -50,7 +50,9 @@ def check_hbq_workload(workload: Workload) -> None:
         workload: the workload.
 
     Raises:
-        ConfigError: batch above 1 or an MoE model, naming the workload file and key.
+        ConfigError: batch above 1 or an MoE model, naming the workload file and key; also
+            multi-head latent attention, an MLP without a gate, or a scenario longer than a
+            sliding attention window (:func:`_layout_problems`).
     """
     problems = []
     sc = workload.scenario
@@ -78,8 +80,42 @@ def check_hbq_workload(workload: Workload) -> None:
                 "0",
             )
         )
+    problems += _layout_problems(workload, where)
     if problems:
         raise ConfigError(problems)
+
+
+def _layout_problems(workload: Workload, where: str) -> list[Problem]:
+    """What the transformer trace (:func:`coaccel.models.hbq.iter_transformer_segments`) does
+    not model: multi-head latent attention (it caches and reads K and V per KV head), an MLP
+    without a gate (its MLP is a fused gate/up GEMM with a SwiGLU epilogue), and attention
+    windows shorter than the scenario (it attends to every earlier token)."""
+    m, sc = workload.model, workload.scenario
+    out = []
+    if m.is_mla:
+        msg = (
+            f"{workload.name!r} uses multi-head latent attention (a cached latent of "
+            f"kv_lora_rank {m.kv_lora_rank} per token and layer); the HBQ ASIC simulator models "
+            "K and V caches per KV head (GQA) only"
+        )
+        out.append(Problem(where, "model.attention", m.attention, msg, "gqa"))
+    if m.mlp != "gated":
+        msg = (
+            f"{workload.name!r} has a {m.mlp} MLP (up and down, no gate); the HBQ ASIC "
+            "simulator models gated MLPs (gate/up with SwiGLU, then down) only"
+        )
+        out.append(Problem(where, "model.mlp", m.mlp, msg, "gated"))
+    window = m.sliding_window_tokens
+    if window and sc.positions > window:
+        msg = (
+            f"{len(m.sliding_window_layers)} layers of {workload.name!r} attend within a "
+            f"{window}-token window and the scenario reaches {sc.positions} positions; the HBQ "
+            f"ASIC simulator models full causal attention only: use a scenario of at most "
+            f"{window} positions"
+        )
+        key = f"scenarios.{workload.scenario_name}.tokens"
+        out.append(Problem(where, key, sc.tokens, msg, f"at most {window} positions"))
+    return out
 
 
 def workload_tiles(arch: HbqArchConfig, workload: Workload) -> WorkloadTiles:

@@ -288,7 +288,9 @@ def test_unknown_keys_and_wrong_types_are_reported_together(tmp_path):
         f"{path}: model.hiden: unknown key 'hiden'; valid keys: hidden, intermediate, layers, "
         "heads, kv_heads, head_dim, vocab, max_position_embeddings, tie_word_embeddings, "
         "rope_theta, rope_scaling, experts, experts_per_token, expert_intermediate, "
-        "shared_experts, shared_expert_intermediate (did you mean 'hidden'?)",
+        "shared_experts, shared_expert_intermediate, attention, kv_lora_rank, q_lora_rank, "
+        "qk_rope_head_dim, v_head_dim, mlp, dense_mlp_layers, sliding_window_tokens, "
+        "sliding_window_layers (did you mean 'hidden'?)",
         f"{path}: model.layers: expected int, got str 'two'",
         f"{path}: model.hidden: missing required key",
         f"{path}: scenarios.b.phase: 'train' is not a valid choice; choices: prefill, decode",
