@@ -466,8 +466,8 @@ def run(args: argparse.Namespace) -> int:
     store), or ``--knobs``.
 
     Raises:
-        CoaccelError: bad options, or every point evaluated failed (not with ``--json``, whose
-            summary reports it).
+        CoaccelError: bad options, or every point evaluated failed (with ``--json`` the summary
+            is printed first, so a script reads it and the exit status both).
     """
     from ..dse import DEFAULT_MAX_POINTS, DEFAULT_MAX_STORE_BYTES
     from ..dse.spec import is_scheduler_address
@@ -490,7 +490,7 @@ def run(args: argparse.Namespace) -> int:
     max_store_bytes = None if args.yes_large else DEFAULT_MAX_STORE_BYTES
     spec = _sized_spec(spec_path, max_points)
     s = _sweep(spec, args, max_points, max_store_bytes, export)
-    if not args.json and s.evaluated and s.failed == s.evaluated:
+    if s.evaluated and s.failed == s.evaluated:
         raise CoaccelError(
             f"every one of the {s.evaluated} points evaluated failed (their reasons are in "
             f"{args.store}; coaccel sweep-report {args.store} --spec {args.spec} lists them)"

@@ -185,3 +185,24 @@ def test_scenario_past_the_model_positions_is_an_error(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(src))
     line = _one_line_error(_run("sim", "hbq_e_28nm", "--workload", f"{path}:too_long"))
     assert "scenarios.too_long" in line and "131072" in line
+
+
+def test_a_sweep_whose_every_point_fails_exits_2_also_with_json(tmp_path):
+    """Every point failing is an error: one line on stderr and status 2, with the human summary
+    and with ``--json`` (whose summary is still printed, whole, on stdout first)."""
+    import json
+
+    spec = tmp_path / "allfail.yaml"
+    spec.write_text(
+        "version: 1\nbase: hbq_e_28nm\nworkloads: [llama-3.2-1b:prefill_1024]\n"
+        "mode: analytical\nparameters:\n  buffers.psum.size_kib: [1, 2]\n"
+        "strategy: {kind: grid}\nobjectives:\n  - {metric: edp_js, goal: minimize}\n"
+    )
+    for extra in ((), ("--json",)):
+        store = tmp_path / f"s{len(extra)}.sqlite"
+        r = _run("sweep", str(spec), "--store", str(store), *extra)
+        line = _one_line_error(r)
+        assert "every one of the 2 points evaluated failed" in line
+        if extra:
+            doc = json.loads(r.stdout)
+            assert (doc["evaluated"], doc["failed"]) == (2, 2)
