@@ -18,10 +18,38 @@ from ._fixed import log2_scale
 from ._scores import DELTA_EVALS, hybrid_scores
 from ._vssos import COLUMN_ORDERS, DENOM_MODES, _online_softmax, column_order
 
-__all__ = ["MODES", "AttentionResult", "AttentionStats", "attention"]
+__all__ = [
+    "LANE_LAYOUTS",
+    "MODES",
+    "AttentionResult",
+    "AttentionStats",
+    "attention",
+    "vector_heads",
+]
 
 #: Valid values of ``mode``.
 MODES = ("fixed", "float")
+#: Valid values of ``lane_layout``: ``"group"`` puts the ``G`` query heads of a KV group and
+#: ``P_q`` query tokens in one VSSOS vector (``L = G·P_q`` lanes); ``"head"`` puts ``P_q``
+#: query tokens of one query head in a vector (``L = P_q``). [OURS] both.
+LANE_LAYOUTS = ("group", "head")
+
+
+def vector_heads(lane_layout: str, group: int) -> int:
+    """Query heads per VSSOS vector: ``G`` for the ``"group"`` layout, 1 for ``"head"``.
+
+    Args:
+        lane_layout: one of :data:`LANE_LAYOUTS`.
+        group: ``G``, query heads per KV head.
+
+    Returns:
+        The heads per vector.
+
+    Raises:
+        ValueError: an unknown layout.
+    """
+    _check_choice("lane_layout", lane_layout, LANE_LAYOUTS)
+    return int(group) if lane_layout == "group" else 1
 
 
 @dataclass(frozen=True)
@@ -127,7 +155,9 @@ def _head_scale(name: str, value: npt.ArrayLike, n_heads: int) -> np.ndarray:
 
 
 def _to_lanes(x: np.ndarray, n_kv: int, block: int) -> np.ndarray:
-    """``[Hq, T, ...]`` → ``[Hkv·nb, G·P_q, ...]`` (query tokens padded with zeros to nb·P_q)."""
+    """``[Hq, T, ...]`` → ``[n_kv·nb, (Hq/n_kv)·P_q, ...]`` (query tokens padded with zeros to
+    nb·P_q). ``n_kv`` is the number of vector groups: ``Hkv`` for the ``"group"`` lane layout,
+    ``Hq`` for ``"head"``."""
     hq, t_n = x.shape[:2]
     nb = -(-t_n // block)
     pad = np.zeros((hq, nb * block - t_n, *x.shape[2:]), dtype=x.dtype)
@@ -167,6 +197,7 @@ def _check_options(opts: dict[str, Any]) -> None:
     _check_choice("delta_eval", opts["delta_eval"], DELTA_EVALS)
     _check_int("window", opts["window"], 1)
     _check_int("query_block", opts["query_block"], 1)
+    _check_choice("lane_layout", opts["lane_layout"], LANE_LAYOUTS)
     _check_tau(opts["tau"])
 
 
@@ -193,6 +224,40 @@ def _stats(
     )
 
 
+def _run_vectors(
+    s: np.ndarray,
+    valid_full: np.ndarray,
+    orders: np.ndarray,
+    va: np.ndarray,
+    c_head: np.ndarray,
+    hkv: int,
+    block: int,
+    mode: str,
+    tau: float,
+    denom_mode: str,
+    lane_layout: str,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
+    """VSSOS over the layout's vectors: ``(output, skipped, fine, kernel result)``, the element
+    masks ``[Hq, T, T]`` restricted to valid elements."""
+    hq, t_n = s.shape[:2]
+    nb = -(-t_n // block)
+    hv = vector_heads(lane_layout, hq // hkv)
+    nv = hq // hv  # vector groups: KV heads ("group") or query heads ("head")
+    res = _online_softmax(
+        _to_lanes(s, nv, block),
+        _to_lanes(np.ascontiguousarray(valid_full), nv, block),
+        np.tile(orders, (nv, 1)),
+        va,
+        np.repeat(np.arange(nv) * hv // (hq // hkv), nb),
+        _lane_scale(mode, c_head, nv, nb, block),
+        tau,
+        denom_mode,
+    )
+    skipped_el = _from_lanes(np.broadcast_to(res.skipped[:, None, :], res.fine.shape), hq, nv, t_n)
+    fine_el = _from_lanes(res.fine, hq, nv, t_n) & valid_full
+    return _from_lanes(res.output, hq, nv, t_n), skipped_el & valid_full, fine_el, res
+
+
 def attention(
     q: npt.ArrayLike,
     k: npt.ArrayLike,
@@ -212,6 +277,7 @@ def attention(
     denom_mode: str = "full",
     order: str = "ascending",
     delta_eval: str = "direct",
+    lane_layout: str = "group",
 ) -> AttentionResult:
     """DeltaLLM prefill attention of one layer: Delta-Key scores and VSSOS softmax × value.
 
@@ -234,6 +300,9 @@ def attention(
         denom_mode: ``"full"`` (skipped columns still add to ``ℓ``) or ``"kept"``.
         order: column order, ``"ascending"`` or ``"window_first"``.
         delta_eval: ``"direct"`` (``q·K̂``) or ``"chain"`` (incremental); same integers.
+        lane_layout: ``"group"`` (default: ``G`` heads × ``P_q`` tokens per vector) or
+            ``"head"`` (``P_q`` tokens of one query head per vector); see
+            :data:`LANE_LAYOUTS`. The layout decides which lanes share a column-skip decision.
 
     Returns:
         :class:`AttentionResult`. The softmax uses ``c_h = q_scale_h·k_scale·log2(e)/sqrt(d)``.
@@ -253,6 +322,7 @@ def attention(
             window=window,
             query_block=query_block,
             tau=tau,
+            lane_layout=lane_layout,
         )
     )
     _check_tensors(qa, ka, va, mode)
@@ -281,21 +351,11 @@ def attention(
         ]
     )
     valid_full = np.broadcast_to(valid, (hq, t_n, t_n))
-    res = _online_softmax(
-        _to_lanes(s, hkv, block),
-        _to_lanes(np.ascontiguousarray(valid_full), hkv, block),
-        np.tile(orders, (hkv, 1)),
-        va,
-        np.repeat(np.arange(hkv), nb),
-        _lane_scale(mode, c_head, hkv, nb, block),
-        float(tau),
-        denom_mode,
+    output, skipped_el, fine_el, res = _run_vectors(
+        s, valid_full, orders, va, c_head, hkv, block, mode, float(tau), denom_mode, lane_layout
     )
-    skipped_el = _from_lanes(np.broadcast_to(res.skipped[:, None, :], res.fine.shape), hq, hkv, t_n)
-    skipped_el = skipped_el & valid_full
-    fine_el = _from_lanes(res.fine, hq, hkv, t_n) & valid_full
     return AttentionResult(
-        output=_from_lanes(res.output, hq, hkv, t_n),
+        output=output,
         scores=s,
         valid=valid,
         exact=exact,

@@ -20,12 +20,14 @@ import numpy as np
 import numpy.typing as npt
 
 from ._attention import (
+    LANE_LAYOUTS,
     MODES,
     _check_choice,
     _check_int,
     _check_tau,
     _head_scale,
     _lane_scale,
+    vector_heads,
 )
 from ._delta import _check_encoder_args, encode_delta_row
 from ._scores import score_regions
@@ -48,6 +50,7 @@ class DecodeOptions:
         n_sink: leading keys stored dense and scored exactly.
         denom_mode: ``"full"`` or ``"kept"``.
         order: ``"ascending"`` or ``"window_first"``.
+        lane_layout: ``"group"`` (the ``G`` query heads share one skip decision) or ``"head"``.
     """
 
     mode: str
@@ -59,6 +62,7 @@ class DecodeOptions:
     n_sink: int
     denom_mode: str
     order: str
+    lane_layout: str = "group"
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,7 @@ def init_decode(
     n_sink: int = 1,
     denom_mode: str = "full",
     order: str = "ascending",
+    lane_layout: str = "group",
 ) -> DecodeState:
     """An empty decode cache; the options mean what they mean in :func:`~._attention.attention`.
 
@@ -119,7 +124,7 @@ def init_decode(
         head_dim: ``d``.
         value_dim: ``dv``.
         theta, window, tau, mode, q_scale, k_scale, delta_mode, refresh_period, n_sink,
-            denom_mode, order: as in :func:`~._attention.attention`.
+            denom_mode, order, lane_layout: as in :func:`~._attention.attention`.
 
     Returns:
         A :class:`DecodeState` holding no tokens.
@@ -140,6 +145,7 @@ def init_decode(
     _check_choice("mode", mode, MODES)
     _check_choice("denom_mode", denom_mode, DENOM_MODES)
     _check_choice("order", order, COLUMN_ORDERS)
+    _check_choice("lane_layout", lane_layout, LANE_LAYOUTS)
     _check_encoder_args(theta, delta_mode, refresh_period, n_sink)
     if mode == "fixed" and int(theta) != theta:
         raise TypeError(f"theta: must be an integer in fixed mode, got {theta!r}")
@@ -161,6 +167,7 @@ def init_decode(
         n_sink=int(n_sink),
         denom_mode=denom_mode,
         order=order,
+        lane_layout=lane_layout,
     )
     h, d = n_kv_heads, head_dim
     return DecodeState(
@@ -280,14 +287,17 @@ def decode_step(
     for j in np.flatnonzero(exact[0]):  # exact keys come from the sinks and the ring buffer
         kj = sinks[:, j] if j < n_sink else ring[:, j % w]
         s[:, :, j] = np.einsum("hgd,hd->hg", q64, kj.astype(dt))
-    order = column_order([t], t + 1, window=w, n_sink=n_sink, order=o.order)[None].repeat(hkv, 0)
-    scale = _lane_scale(o.mode, state.c_head, hkv, 1, 1)
+    hv = vector_heads(o.lane_layout, g)
+    nv = hq // hv  # vectors: one per KV group ("group") or per query head ("head")
+    s = s.reshape(nv, hv, -1)
+    order = column_order([t], t + 1, window=w, n_sink=n_sink, order=o.order)[None].repeat(nv, 0)
+    scale = _lane_scale(o.mode, state.c_head, nv, 1, 1)
     res = _online_softmax(
         s,
         np.ones(s.shape, dtype=bool),
         order,
         new.values,
-        np.arange(hkv),
+        np.arange(nv) * hv // g,
         scale,
         o.tau,
         o.denom_mode,

@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from coaccel.spine.trace import Trace, TraceBuilder, storage_bytes
 
-from ._attention import AttentionResult, _check_tau, _head_scale
+from ._attention import LANE_LAYOUTS, AttentionResult, _check_tau, _head_scale, vector_heads
 from ._delta import encode_delta_keys
 from ._fixed import EXP_MAX_Q8, log2_scale
 from ._scores import score_regions
@@ -64,9 +64,10 @@ class DeltaEvents:
 
     Attributes:
         layer: layer index.
-        head: KV head index.
-        group: ``G``, query heads sharing the KV head.
-        query_block: ``P_q``, query tokens per block (``L = G·P_q`` lanes).
+        head: KV head index (``"group"`` lane layout), or query head index (``"head"``
+            layout, where each vector holds one query head: ``group`` is then 1).
+        group: query heads per vector: ``G`` (``"group"`` layout) or 1 (``"head"``).
+        query_block: ``P_q``, query tokens per block (``L = group·P_q`` lanes).
         n_tokens: ``T``.
         causal: whether the causal mask applied (lane validity).
         kind: ``[nb, T]`` uint8 sparsity kind of column ``j`` in block ``b``; 0 = not visited.
@@ -131,9 +132,15 @@ def _blocks(x: np.ndarray, block: int) -> np.ndarray:
 
 
 def delta_events(
-    result: AttentionResult, *, query_block: int, layer: int = 0, causal: bool = True
+    result: AttentionResult,
+    *,
+    query_block: int,
+    layer: int = 0,
+    causal: bool = True,
+    lane_layout: str = "group",
 ) -> tuple[DeltaEvents, ...]:
-    """The column events of one :func:`~coaccel.models.deltallm.attention` call, per KV head.
+    """The column events of one :func:`~coaccel.models.deltallm.attention` call, per vector
+    group (KV head, or query head in the ``"head"`` lane layout).
 
     Args:
         result: the attention result (its ``valid``, ``exact``, ``skipped`` masks and Delta-Key
@@ -141,9 +148,10 @@ def delta_events(
         query_block: the ``query_block`` (``P_q``) the call used.
         layer: layer index recorded in the events.
         causal: the ``causal`` the call used.
+        lane_layout: the ``lane_layout`` the call used.
 
     Returns:
-        One :class:`DeltaEvents` per KV head, in head order.
+        One :class:`DeltaEvents` per KV head (``"group"``) or query head (``"head"``), in order.
     """
     mask = result.delta_keys.mask
     hkv, t_n, d = mask.shape
@@ -157,23 +165,24 @@ def delta_events(
         (valid & exact).any(axis=1).astype(np.uint8)
         | ((valid & ~exact).any(axis=1).astype(np.uint8) << 1)
     ) * visited
+    hv = vector_heads(lane_layout, g)
     skip_el = _blocks(result.skipped, query_block)  # [Hq, nb, P, T]
-    skip = np.asarray(skip_el.reshape(hkv, g, *skip_el.shape[1:]).any(axis=(1, 3)))
+    skip = np.asarray(skip_el.reshape(hq // hv, hv, *skip_el.shape[1:]).any(axis=(1, 3)))
     nnz = np.count_nonzero(mask, axis=2).astype(np.int16)  # [Hkv, T]
     return tuple(
         DeltaEvents(
             layer=layer,
             head=h,
-            group=g,
+            group=hv,
             query_block=query_block,
             n_tokens=t_n,
             causal=causal,
             kind=(kind0 | (skip[h] & visited).astype(np.uint8) << 2).astype(np.uint8),
-            nnz=nnz[h],
+            nnz=nnz[h * hv // g],
             head_dim=d,
             value_dim=dv,
         )
-        for h in range(hkv)
+        for h in range(hq // hv)
     )
 
 
@@ -343,11 +352,14 @@ def column_events(
     causal: bool = True,
     layer: int = 0,
     value_dim: int | None = None,
+    lane_layout: str = "group",
 ) -> ColumnEvents:
     """The column events of one layer's fixed-point prefill, from q and k alone.
 
     Same arguments and meaning as :func:`~coaccel.models.deltallm.attention` (fixed mode);
-    ``denom_mode`` and ``delta_eval`` do not change the events.
+    ``denom_mode`` and ``delta_eval`` do not change the events. Each lane's skip flag
+    (``E >= τ`` against its own running maximum) does not depend on the other lanes, so the
+    lane layout only decides which flags are AND-ed into one column skip.
 
     Args:
         q: ``[Hq, T, d]`` int8 post-RoPE queries.
@@ -362,18 +374,20 @@ def column_events(
         causal: apply the causal mask.
         layer: layer index recorded in the events.
         value_dim: ``dv`` recorded in the events (None: ``d``).
+        lane_layout: ``"group"`` (default) or ``"head"`` (:data:`LANE_LAYOUTS`).
 
     Returns:
-        :class:`ColumnEvents`.
+        :class:`ColumnEvents`, one event per KV head (``"group"``) or query head (``"head"``).
 
     Raises:
         TypeError: q or k not int8. ValueError: bad shapes or options.
     """
     qa, ka = np.asarray(q), np.asarray(k)
-    _check_column_args(qa, ka, tau, order)
+    _check_column_args(qa, ka, tau, order, lane_layout)
     hq, t_n, d = qa.shape
     hkv = ka.shape[0]
     g = hq // hkv
+    hv = vector_heads(lane_layout, g)
     dk = encode_delta_keys(
         ka, theta=theta, delta_mode=delta_mode, refresh_period=refresh_period, n_sink=n_sink
     )
@@ -405,23 +419,17 @@ def column_events(
         small = _small_scores(sc, valid, orders, query_block, mant[heads], shift[heads], tau_e)
         fine += int(np.count_nonzero(small))
         small_b = _blocks(small, query_block)  # [G, nb, P, T]
-        hide = np.all(small_b | ~valid_b[None], axis=(0, 2))
-        skip = hide & visited
-        skipped += int((skip * n_valid_col).sum()) * g
-        events.append(
-            DeltaEvents(
-                layer=layer,
-                head=h,
-                group=g,
-                query_block=query_block,
-                n_tokens=t_n,
-                causal=causal,
-                kind=(kind0 | skip.astype(np.uint8) << 2).astype(np.uint8),
-                nnz=np.count_nonzero(dk.mask[h], axis=1).astype(np.int16),
-                head_dim=d,
-                value_dim=d if value_dim is None else value_dim,
-            )  # fmt: skip
-        )
+        nnz_h = np.count_nonzero(dk.mask[h], axis=1).astype(np.int16)
+        for a in range(0, g, hv):  # the vector groups of this KV head
+            hide = np.all(small_b[a : a + hv] | ~valid_b[None], axis=(0, 2))
+            skip = hide & visited
+            skipped += int((skip * n_valid_col).sum()) * hv
+            events.append(DeltaEvents(
+                layer=layer, head=h if hv == g else h * g + a, group=hv,
+                query_block=query_block, n_tokens=t_n, causal=causal,
+                kind=(kind0 | skip.astype(np.uint8) << 2).astype(np.uint8), nnz=nnz_h,
+                head_dim=d, value_dim=d if value_dim is None else value_dim,
+            ))  # fmt: skip
     rest = dk.mask[:, 1:, :]
     nz = int(np.count_nonzero(rest))
     return ColumnEvents(
@@ -434,8 +442,13 @@ def column_events(
     )
 
 
-def _check_column_args(qa: np.ndarray, ka: np.ndarray, tau: float, order: str) -> None:
-    """Raise TypeError for q or k not int8, ValueError for bad shapes, ``tau`` or ``order``."""
+def _check_column_args(
+    qa: np.ndarray, ka: np.ndarray, tau: float, order: str, lane_layout: str = "group"
+) -> None:
+    """Raise TypeError for q or k not int8, ValueError for bad shapes, ``tau``, ``order`` or
+    ``lane_layout``."""
+    if lane_layout not in LANE_LAYOUTS:
+        raise ValueError(f"lane_layout: unknown value {lane_layout!r}; valid: group, head")
     if qa.dtype != np.int8 or ka.dtype != np.int8:
         raise TypeError(f"q, k: need int8, got {qa.dtype}, {ka.dtype}")
     if qa.ndim != 3 or ka.ndim != 3 or qa.shape[1:] != ka.shape[1:] or qa.shape[0] % ka.shape[0]:

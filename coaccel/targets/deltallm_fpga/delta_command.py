@@ -1,4 +1,4 @@
-"""``coaccel delta``: the DeltaLLM sparsity study (real MiniLM keys and synthetic LLM-like keys).
+"""``coaccel delta``: the DeltaLLM sparsity study (a real decoder's keys, MiniLM's, synthetic ones).
 
 Loads a study config (default: the shipped ``arch_configs/studies/deltallm_default.yaml``),
 applies the command-line overrides, runs
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_CONFIG = "studies/deltallm_default.yaml"
+CHOICES_CONFIG = "studies/deltallm_choices.yaml"
 DEFAULT_OUT = Path("reports") / "delta"
 
 # Config keys the flags override, for error messages in the user's terms.
@@ -25,20 +26,32 @@ _FLAG_OF_KEY = {
     "taus": "--taus",
     "target_delta_sparsity": "--target",
     "real.tokens": "--tokens",
+    "minilm.tokens": "--tokens",
     "synthetic.tokens": "--tokens",
     "real.passages": "--passages",
+    "minilm.passages": "--passages",
     "real.layers": "--layers",
+    "minilm.layers": "--layers",
+    "real.model": "--real-model",
+    "lane_layout": "--lane-layout",
+    "query_block": "--query-block",
     "synthetic.models": "--models",
     "synthetic.key_ar": "--key-ar",
 }
 
 EPILOG = """\
 examples:
-  coaccel delta                                   default study (MiniLM + synthetic keys)
+  coaccel delta                                   default study (SmolLM2 + synthetic keys)
   coaccel delta --data real --thetas 0,8,16,32 --taus 4,8,12
+  coaccel delta --data real --real-model gemma3-270m --tokens 512
+  coaccel delta --data minilm --layers 0,2,4      the MiniLM encoder (no RoPE) for comparison
+  coaccel delta --data real --lane-layout head    per-head VSSOS vectors
   coaccel delta --data synthetic --models llama-3.2-1b --key-ar 0.95 --tokens 256
   coaccel delta --target 0.5 --windows 1,16,64 --out /tmp/delta
   coaccel delta --config my_study.yaml            a study file (see docs/deltallm_study.md)
+  coaccel delta --choices                         lane layout, tau, theta on SmolLM2 keys:
+                                                  rho_K, rho_S, attention error, perplexity
+                                                  change (prefill, decode); minutes
 """
 
 
@@ -52,11 +65,12 @@ def register(subparsers: Any) -> None:
 
     p = subparsers.add_parser(
         "delta",
-        help="DeltaLLM Delta-Key and VSSOS sparsity on real (MiniLM) and synthetic keys",
+        help="DeltaLLM Delta-Key and VSSOS sparsity on real (SmolLM2, MiniLM) and synthetic keys",
         description=(
             "DeltaLLM sparsity study: sweeps the Delta-Key threshold theta, the exact window W\n"
-            "and the VSSOS skip threshold tau over real all-MiniLM-L6-v2 keys (Python\n"
-            "documentation passages) and synthetic LLM-like post-RoPE keys; prints the\n"
+            "and the VSSOS skip threshold tau over a real decoder's post-RoPE keys\n"
+            "(SmolLM2-135M on Python documentation passages), all-MiniLM-L6-v2's (an encoder\n"
+            "without RoPE) and synthetic LLM-like post-RoPE keys; prints the\n"
             "Delta-Key sparsity rho_K, the fine and structured score sparsities rho_fine and\n"
             "rho_S, the attention-output error against dense attention, and the theta that\n"
             "reaches a target rho_K. Writes CSV files and PNG charts into --out.\n"
@@ -70,9 +84,22 @@ def register(subparsers: Any) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help=f"study YAML (default: the shipped arch_configs/{DEFAULT_CONFIG})",
+        help=f"study YAML (default: the shipped arch_configs/{DEFAULT_CONFIG}; with --choices "
+        f"arch_configs/{CHOICES_CONFIG})",
     )
-    p.add_argument("--data", metavar="SRC,...", help="comma-separated: real, synthetic")
+    p.add_argument("--choices", action="store_true",
+                   help="the choice table: lane layout, tau and theta with their accuracy cost "
+                   "on real keys (its own config; other flags do not apply)")  # fmt: skip
+    p.add_argument("--data", metavar="SRC,...", help="comma-separated: real, minilm, synthetic")
+    p.add_argument(
+        "--real-model", choices=("smollm2-135m", "gemma3-270m"), help="decoder of the real data"
+    )
+    p.add_argument(
+        "--lane-layout",
+        choices=("group", "head"),
+        help="VSSOS vector: G heads x P_q tokens (group) or P_q tokens of one head",
+    )
+    p.add_argument("--query-block", type=int_in(1, 64), metavar="P", help="P_q, tokens per vector")
     p.add_argument("--mode", choices=("fixed", "float"), help="reference mode")
     p.add_argument("--thetas", metavar="A,B,...", help="Delta-Key thresholds (fixed: key LSBs)")
     p.add_argument("--windows", metavar="A,B,...", help="exact windows W, tokens")
@@ -82,7 +109,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--tokens", type=int_in(2, None), metavar="T", help="tokens per sequence")
     p.add_argument("--passages", type=int_in(1, None), metavar="N", help="pydoc passages")
-    p.add_argument("--layers", metavar="A,B,...", help="MiniLM layers (0..5)")
+    p.add_argument(
+        "--layers", metavar="A,B,...", help="layers of the real decoder and/or MiniLM (0..5)"
+    )
     p.add_argument("--models", metavar="M,...", help="workload models of the synthetic keys")
     p.add_argument("--key-ar", type=float, metavar="A", help="synthetic key AR(1) coefficient")
     p.add_argument("--seed", type=int, metavar="N", help="seed of the synthetic tensors")
@@ -121,13 +150,21 @@ def _changes(args: argparse.Namespace, data: tuple[str, ...]) -> dict[str, Any]:
         ch["taus"] = _numbers(args.taus, "--taus", float)
     if args.target is not None:
         ch["target_delta_sparsity"] = args.target
+    data = tuple(ch.get("data", data))
+    real = [src for src in ("real", "minilm") if src in data]
     if args.tokens is not None:
-        ch["real.tokens"] = args.tokens
+        ch.update({f"{src}.tokens": args.tokens for src in real})
         ch["synthetic.tokens"] = args.tokens
     if args.passages is not None:
-        ch["real.passages"] = args.passages
+        ch.update({f"{src}.passages": args.passages for src in real})
     if args.layers is not None:
-        ch["real.layers"] = _numbers(args.layers, "--layers", int)
+        ch.update({f"{src}.layers": _numbers(args.layers, "--layers", int) for src in real})
+    if args.real_model is not None:
+        ch["real.model"] = args.real_model
+    if args.lane_layout is not None:
+        ch["lane_layout"] = args.lane_layout
+    if args.query_block is not None:
+        ch["query_block"] = args.query_block
     if args.models is not None:
         ch["synthetic.models"] = comma_list(args.models, "--models")
     if args.key_ar is not None:
@@ -152,6 +189,8 @@ def run(args: argparse.Namespace) -> int:
     from coaccel.targets.deltallm_fpga.study import DeltaStudyConfig, rows_as_dicts, run_delta_study
     from coaccel.targets.deltallm_fpga.study_report import format_delta_table, write_delta_report
 
+    if args.choices:
+        return _run_choices(args)
     cfg_path = args.config if args.config is not None else shipped(DEFAULT_CONFIG)
     cfg = load_config(cfg_path, DeltaStudyConfig)
     changes = _changes(args, cfg.data)
@@ -186,3 +225,32 @@ def run(args: argparse.Namespace) -> int:
         doc=doc,
         settings={"config": str(cfg_path), "study": dump_config(cfg)},
     )
+
+
+def _run_choices(args: argparse.Namespace) -> int:
+    """``coaccel delta --choices``: the choice table (:mod:`.choices`)."""
+    from coaccel.arch_configs import path as shipped
+    from coaccel.commands.args import Outputs
+    from coaccel.spine.config import dump_config, load_config
+    from coaccel.targets.deltallm_fpga.choices import ChoiceConfig, run_choice_table
+    from coaccel.targets.deltallm_fpga.study_report import (
+        format_choice_table,
+        write_choice_report,
+    )
+
+    cfg_path = args.config if args.config is not None else shipped(CHOICES_CONFIG)
+    cfg = load_config(cfg_path, ChoiceConfig)
+    run_ = Outputs(args, "coaccel delta --choices")
+    table = run_choice_table(cfg, progress=run_.progress)
+    paths = write_choice_report(table, run_.out)
+    doc = {"rows": [_choice_doc(r) for r in table.rows], "notes": list(table.notes)}
+    return run_.finish(paths, text=format_choice_table(table), doc=doc,
+                       settings={"config": str(cfg_path), "choices": dump_config(cfg)})  # fmt: skip
+
+
+def _choice_doc(row: Any) -> dict[str, Any]:
+    import dataclasses
+
+    d = dataclasses.asdict(row)
+    d["setting"] = row.label
+    return d

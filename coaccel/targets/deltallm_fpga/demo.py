@@ -1,4 +1,5 @@
-"""DeltaLLM's stage of ``coaccel demo``: reference -> event trace -> KV260 simulator."""
+"""DeltaLLM's stage of ``coaccel demo``: reference -> event trace -> KV260 simulator, and one
+row on real keys (SmolLM2-135M)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ __all__ = ["stage_deltallm"]
 
 
 def stage_deltallm(out: Path, rng: np.random.Generator) -> None:
-    """DeltaLLM attention in fixed point on synthetic Llama-3.2-1B keys, its event trace, and
-    the KV260 vector-processor simulator against TeLLMe-v2."""
+    """DeltaLLM attention in fixed point on synthetic Llama-3.2-1B keys, its event trace, the
+    KV260 vector-processor simulator against TeLLMe-v2, and ρ_K / ρ_S on real keys."""
     from coaccel.models import deltallm as dl
     from coaccel.models.nn import synthetic_attention
     from coaccel.simulation import load_arch, simulate
@@ -49,3 +50,22 @@ def stage_deltallm(out: Path, rng: np.random.Generator) -> None:
     write_text(p, json.dumps({"cycle": cyc.to_dict(), "analytical": ana.to_dict(),
                              "tellme_v2": base.to_dict()}, indent=1, default=str))  # fmt: skip
     print(f"  results -> {p}")
+    _real_row()
+
+
+def _real_row(passages: int = 2, tokens: int = 128) -> None:
+    """ρ_K and ρ_S on SmolLM2-135M's real post-RoPE keys (a few seconds), or how to get them."""
+    from coaccel.spine.errors import MissingDependencyError
+
+    from .real import measure_real_sparsity
+
+    try:
+        rc = measure_real_sparsity(passages=passages, tokens=tokens, thetas=(4,), taus=(8.0,))
+    except MissingDependencyError as exc:
+        print(f"  real keys: left out ({exc})")
+        return
+    k, s = rc.rho_k(4), rc.rho_s(4, 8.0, rc.layouts[0])
+    print(f"  real keys ({rc.model}, {passages} pydoc passages x {tokens} tokens, all "
+          f"{len(rc.layers)} layers): rho_K {k.mean:.1%} (per passage {k.passage_std:.1%} sd) "
+          f"at theta 4, rho_S {s.mean:.1%} (per passage {s.passage_std:.1%} sd) at tau 8; "
+          "coaccel validate deltallm has the full statistics")  # fmt: skip

@@ -19,10 +19,15 @@ the first W and τ of the grid.
 
 Data sets:
 
-* ``real``: all-MiniLM-L6-v2 ([MINILM]) on passages of the Python documentation topics
-  ([PYDOC]), per layer and head (``coaccel.models.nn.real_attention``). MiniLM is
-  bidirectional and has no RoPE; each head is its own KV head (GQA group 1). The reference still
-  applies its causal mask.
+* ``real``: a real causal decoder's post-RoPE queries, keys and values
+  (:func:`coaccel.models.nn.decoder_attention`): SmolLM2-135M ([SMOLLM2]; 9 query / 3 KV heads,
+  GQA group 3, RoPE) by default, or Gemma-3-270M ([GEMMA3]), on passages of the Python
+  documentation topics ([PYDOC]), per layer (:class:`RealDeltaConfig`). These are the inputs the
+  DeltaLLM datapath is built for.
+* ``minilm``: all-MiniLM-L6-v2 ([MINILM]) on the same kind of passages, per layer and head
+  (``coaccel.models.nn.minilm_attention``). MiniLM is a bidirectional **encoder without RoPE**;
+  each head is its own KV head (GQA group 1). The reference still applies its causal mask. Kept
+  for comparison with a model whose keys do not rotate.
 * ``synthetic``: :func:`coaccel.models.nn.synthetic_attention` with the dimensions of the
   configured models, post-RoPE, GQA group 4, key autocorrelation ``key_ar``.
 
@@ -50,10 +55,11 @@ from coaccel.spine.errors import MissingDependencyError
 
 __all__ = [
     "DATA_SOURCES",
-    "REAL_DATASET",
+    "MINILM_DATASET",
     "DeltaRow",
     "DeltaStudyConfig",
     "DeltaStudyResult",
+    "MiniLMDeltaConfig",
     "RealDeltaConfig",
     "SyntheticDeltaConfig",
     "ThetaFit",
@@ -65,11 +71,15 @@ __all__ = [
     "run_delta_study",
 ]
 
-DATA_SOURCES = ("real", "synthetic")
-"""``real``: MiniLM on pydoc passages; ``synthetic``: the LLM-like generator."""
+DATA_SOURCES = ("real", "minilm", "synthetic")
+"""``real``: a decoder (SmolLM2-135M) on pydoc passages; ``minilm``: the MiniLM encoder on
+pydoc passages; ``synthetic``: the LLM-like generator."""
 
-REAL_DATASET = "minilm"
-"""The ``dataset`` name of the real-model rows."""
+MINILM_DATASET = "minilm"
+"""The ``dataset`` name of the MiniLM rows (a real decoder's rows carry the model's name)."""
+
+REAL_MODELS = ("smollm2-135m", "gemma3-270m")
+"""Decoders of the ``real`` data (``coaccel.targets.deltallm_fpga.real.REAL_MODELS``)."""
 
 Progress = Callable[[str], None]
 
@@ -77,7 +87,30 @@ Progress = Callable[[str], None]
 # ---------------------------------------------------------------------------------- config
 @dataclass(frozen=True)
 class RealDeltaConfig:
-    """Real keys: all-MiniLM-L6-v2 on pydoc passages.
+    """Real keys: a causal RoPE/GQA decoder on pydoc passages.
+
+    Attributes:
+        model: ``smollm2-135m`` (default) or ``gemma3-270m``.
+        passages: pydoc passages (one prefill each).
+        tokens: tokens per passage, T.
+        layers: decoder layers whose q, k, v are used (empty: every layer).
+    """
+
+    model: Literal["smollm2-135m", "gemma3-270m"] = param(default="smollm2-135m", doc="decoder")
+    passages: int = param(default=2, ge=1, le=40, doc="pydoc passages")
+    tokens: int = param(default=256, ge=2, le=8192, doc="tokens per passage")
+    layers: tuple[int, ...] = param(default=(), ge=0, doc="decoder layers (empty: all)")
+
+    def validate(self) -> list[Problem | str]:
+        """Cross-field rules: no layer twice."""
+        if len(set(self.layers)) != len(self.layers):
+            return [Problem("", "layers", self.layers, "lists a layer twice")]
+        return []
+
+
+@dataclass(frozen=True)
+class MiniLMDeltaConfig:
+    """Real keys of an encoder without RoPE: all-MiniLM-L6-v2 on pydoc passages.
 
     Attributes:
         passages: passages of the Python documentation topics (picked at evenly spaced ranks of
@@ -186,7 +219,7 @@ class DeltaStudyConfig:
     """Configuration of the DeltaLLM sparsity study (``arch_configs/studies/``).
 
     Attributes:
-        data: data sources, ``real`` and/or ``synthetic``.
+        data: data sources, ``real``, ``minilm`` and/or ``synthetic``.
         seed: seed of the synthetic tensors.
         mode: ``fixed`` (bit-exact INT8 datapath; θ in key LSBs) or ``float`` (float64
             algorithmic mode on the unquantized tensors; θ in key units).
@@ -195,6 +228,8 @@ class DeltaStudyConfig:
         taus: VSSOS skip thresholds of the grid, log2 units (``.inf``: never skip).
         target_delta_sparsity: the ρ_K that :func:`find_theta` aims for (0: no search).
         query_block: consecutive query tokens per VSSOS vector (``P_q``).
+        lane_layout: ``group`` (the G query heads of a KV group × ``P_q`` tokens per vector,
+            the default) or ``head`` (``P_q`` tokens of one query head).
         delta_mode: ``memory`` or ``naive`` Delta-Key form.
         denom_mode: ``full`` (skipped columns still add to the denominator) or ``kept``.
         order: VSSOS column order, ``ascending`` or ``window_first``.
@@ -203,13 +238,16 @@ class DeltaStudyConfig:
         engine: fixed mode only: ``fast`` runs
             :func:`coaccel.models.deltallm.attention_fixed_fast` (numba, bit-exact with the
             reference: same outputs and counts), ``reference`` the numpy reference itself.
-        real: the real-model data.
+        real: the real decoder data.
+        minilm: the MiniLM encoder data.
         synthetic: the synthetic data.
     """
 
     VERSION: ClassVar[int] = 1
 
-    data: tuple[Literal["real", "synthetic"], ...] = param(default=DATA_SOURCES, doc="sources")
+    data: tuple[Literal["real", "minilm", "synthetic"], ...] = param(
+        default=("real", "synthetic"), doc="sources"
+    )
     seed: int = param(default=0, ge=0, doc="seed of the synthetic tensors")
     mode: Literal["fixed", "float"] = param(default="fixed", doc="reference mode")
     thetas: tuple[float, ...] = param(default=(0, 4, 8, 16), ge=0, doc="θ grid")
@@ -225,14 +263,18 @@ class DeltaStudyConfig:
     engine: Literal["fast", "reference"] = param(
         default="fast", doc="fixed mode: numba twin of the reference, or the reference itself"
     )
-    real: RealDeltaConfig = param(default=RealDeltaConfig(), doc="real-model data")
+    lane_layout: Literal["group", "head"] = param(
+        default="group", doc="VSSOS vector: G heads x P_q tokens, or P_q tokens of one head"
+    )
+    real: RealDeltaConfig = param(default=RealDeltaConfig(), doc="real decoder data")
+    minilm: MiniLMDeltaConfig = param(default=MiniLMDeltaConfig(), doc="MiniLM encoder data")
     synthetic: SyntheticDeltaConfig = param(default=SyntheticDeltaConfig(), doc="synthetic data")
 
     def validate(self) -> list[Problem | str]:
         """Cross-field rules: non-empty, distinct grids; integer θ in fixed mode."""
         out: list[Problem | str] = []
         if not self.data:
-            out.append(Problem("", "data", (), "needs at least one of: real, synthetic"))
+            out.append(Problem("", "data", (), "needs at least one of: real, minilm, synthetic"))
         if len(set(self.data)) != len(self.data):
             out.append(Problem("", "data", self.data, "lists a source twice"))
         for key in ("thetas", "windows", "taus"):
@@ -262,8 +304,8 @@ class DeltaRow:
     """One grid point on one data set (micro-averaged over its tensors).
 
     Attributes:
-        source: ``real`` or ``synthetic``.
-        dataset: ``minilm`` or ``synthetic:<model>``.
+        source: ``real``, ``minilm`` or ``synthetic``.
+        dataset: the decoder's name (``smollm2-135m``), ``minilm`` or ``synthetic:<model>``.
         mode: ``fixed`` or ``float``.
         theta: Delta-Key threshold (key LSBs in fixed mode, key units in float mode).
         window: exact window W.
@@ -340,10 +382,10 @@ class DeltaStudyResult:
             each data set's row at the found θ.
         fits: one :class:`ThetaFit` per data set (empty when the target is 0).
         layer_sparsity: ``(dataset, layer, theta, ρ_K)`` for every grid θ (and the found θ)
-            and every layer (MiniLM, pooled over passages) or draw (synthetic).
+            and every layer (real models, pooled over passages) or draw (synthetic).
         channel_sparsity: per data set, float64 ``[d]`` ρ_K per head dimension at the found θ
             (or the largest grid θ without a target), pooled over heads and layers.
-        passages: ``(topic, tokens)`` of the real passages (empty without ``real``).
+        passages: ``(dataset, topic, tokens)`` of the real passages (decoder and MiniLM).
         notes: plain statements about the data (e.g. that MiniLM has no RoPE).
     """
 
@@ -352,7 +394,7 @@ class DeltaStudyResult:
     fits: tuple[ThetaFit, ...]
     layer_sparsity: tuple[tuple[str, int, float, float], ...]
     channel_sparsity: dict[str, npt.NDArray[np.float64]]
-    passages: tuple[tuple[str, int], ...] = ()
+    passages: tuple[tuple[str, str, int], ...] = ()
     notes: tuple[str, ...] = ()
 
     def datasets(self) -> tuple[str, ...]:
@@ -611,6 +653,7 @@ class _Dataset:
             theta=_theta_arg(theta, self.mode), window=window, tau=tau,
             query_block=cfg.query_block, denom_mode=cfg.denom_mode, order=cfg.order,
             n_sink=cfg.n_sink, delta_mode=cfg.delta_mode, refresh_period=cfg.refresh_period,
+            lane_layout=cfg.lane_layout,
         )  # fmt: skip
         size = t.k.shape[0] * (t.tokens - 1) * t.k.shape[2]
         st: dl.AttentionStats | dl.FastResult
@@ -695,19 +738,44 @@ def _minilm() -> Any:
         raise MissingDependencyError(str(exc)) from None
 
 
-def _real_dataset(cfg: DeltaStudyConfig) -> tuple[_Dataset, tuple[tuple[str, int], ...]]:
+def _minilm_dataset(cfg: DeltaStudyConfig) -> tuple[_Dataset, list[tuple[str, str, int]]]:
     from coaccel.models.nn.real_attention import minilm_attention, pydoc_passages
     from coaccel.spine.config import ConfigError
 
     model = _minilm()
     try:
-        passages = pydoc_passages(model, cfg.real.passages, cfg.real.tokens)
+        passages = pydoc_passages(model, cfg.minilm.passages, cfg.minilm.tokens)
     except ValueError as exc:
-        raise ConfigError([Problem("", "real.passages", cfg.real.passages, str(exc))]) from None
-    tensors = minilm_attention(model, passages, layers=cfg.real.layers)
-    layer_of = [li for _ in passages for li in cfg.real.layers]
-    ds = _Dataset("real", REAL_DATASET, tensors, cfg.mode, layer_of)
-    return ds, tuple((p.topic, p.tokens) for p in passages)
+        raise ConfigError([Problem("", "minilm.passages", cfg.minilm.passages, str(exc))]) from None
+    tensors = minilm_attention(model, passages, layers=cfg.minilm.layers)
+    layer_of = [li for _ in passages for li in cfg.minilm.layers]
+    ds = _Dataset("minilm", MINILM_DATASET, tensors, cfg.mode, layer_of)
+    return ds, [(MINILM_DATASET, p.topic, p.tokens) for p in passages]
+
+
+def _real_dataset(cfg: DeltaStudyConfig) -> tuple[_Dataset, list[tuple[str, str, int]]]:
+    """The decoder's q, k, v of every configured layer of every passage."""
+    from coaccel.models.nn import decoder_attention, decoder_passages
+    from coaccel.spine.config import ConfigError
+
+    from .real import load_real_model
+
+    r = cfg.real
+    model = load_real_model(r.model)
+    n_layers = int(model.config.num_layers)
+    layers = r.layers or tuple(range(n_layers))
+    bad = [x for x in layers if x >= n_layers]
+    if bad:
+        raise ConfigError([Problem("", "real.layers", r.layers,
+                                   f"{r.model} has layers 0..{n_layers - 1}")])  # fmt: skip
+    try:
+        passages = decoder_passages(model, r.passages, r.tokens)
+    except ValueError as exc:
+        raise ConfigError([Problem("", "real.passages", r.passages, str(exc))]) from None
+    tensors = decoder_attention(model, passages, layers=layers)
+    layer_of = [li for _ in passages for li in layers]
+    ds = _Dataset("real", r.model, tensors, cfg.mode, layer_of)
+    return ds, [(r.model, p.topic, p.tokens) for p in passages]
 
 
 def _synthetic_datasets(cfg: DeltaStudyConfig, rng: np.random.Generator) -> list[_Dataset]:
@@ -749,7 +817,8 @@ def run_delta_study(
 
     Raises:
         ConfigError: the configuration breaks a rule.
-        MissingDependencyError: ``real`` was asked for and the model package is missing.
+        MissingDependencyError: ``real`` or ``minilm`` was asked for and the model package is
+            missing (the message gives the pip command).
     """
     from coaccel.spine.config import override
 
@@ -757,30 +826,7 @@ def run_delta_study(
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
     cfg = override(cfg, {})
     say = progress or (lambda _msg: None)
-    datasets: list[_Dataset] = []
-    passages: tuple[tuple[str, int], ...] = ()
-    notes: list[str] = []
-    if "real" in cfg.data:
-        say(f"real: MiniLM q, k, v on {cfg.real.passages} pydoc passage(s) of {cfg.real.tokens}")
-        ds, passages = _real_dataset(cfg)
-        datasets.append(ds)
-        notes.append(
-            "minilm: all-MiniLM-L6-v2 is a bidirectional encoder with absolute positions: no "
-            "RoPE; each of its 12 heads is its own KV head (GQA group 1); the DeltaLLM "
-            "datapath applies its causal mask to it"
-        )
-        notes.append(
-            f"minilm: passages from pydoc_data.topics of Python {sys.version.split()[0]}: "
-            + ", ".join(f"{t} ({n} tokens)" for t, n in passages)
-        )
-    if "synthetic" in cfg.data:
-        datasets += _synthetic_datasets(cfg, rng)
-        s = cfg.synthetic
-        notes.append(
-            f"synthetic: {'post' if s.rope else 'pre'}-RoPE keys, key AR(1) coefficient "
-            f"{s.key_ar}, query {s.query_ar}, value {s.value_ar}, {s.outlier_channels} outlier "
-            f"channels x[{s.outlier_scale_min}, {s.outlier_scale_max}], seed {cfg.seed}"
-        )
+    datasets, passages, notes = _datasets(cfg, rng, say)
     enc: dict[str, Any] = {
         "delta_mode": cfg.delta_mode,
         "refresh_period": cfg.refresh_period,
@@ -821,9 +867,55 @@ def run_delta_study(
         fits=tuple(fits),
         layer_sparsity=tuple(layers),
         channel_sparsity=channels,
-        passages=passages,
+        passages=tuple(passages),
         notes=tuple(notes),
     )
+
+
+def _datasets(
+    cfg: DeltaStudyConfig, rng: np.random.Generator, say: Progress
+) -> tuple[list[_Dataset], list[tuple[str, str, int]], list[str]]:
+    """The configured data sets, their passages and the notes that describe them."""
+    datasets: list[_Dataset] = []
+    passages: list[tuple[str, str, int]] = []
+    notes: list[str] = []
+    py = sys.version.split()[0]
+    if "real" in cfg.data:
+        r = cfg.real
+        say(f"real: {r.model} q, k, v on {r.passages} pydoc passage(s) of {r.tokens} tokens")
+        ds, ps = _real_dataset(cfg)
+        datasets.append(ds)
+        passages += ps
+        t0 = ds.tensors[0]
+        notes.append(
+            f"{r.model}: a causal decoder's post-RoPE keys and queries ({t0.q.shape[0]} query / "
+            f"{t0.k.shape[0]} KV heads of {t0.q.shape[2]}, GQA group {t0.group}), layers "
+            f"{sorted(set(ds.layers))}, INT8 per (layer, head, passage)"
+        )
+        notes.append(f"{r.model}: passages from pydoc_data.topics of Python {py}: "
+                     + ", ".join(f"{t} ({n} tokens)" for _, t, n in ps))  # fmt: skip
+    if "minilm" in cfg.data:
+        m = cfg.minilm
+        say(f"minilm: MiniLM q, k, v on {m.passages} pydoc passage(s) of {m.tokens}")
+        ds, ps = _minilm_dataset(cfg)
+        datasets.append(ds)
+        passages += ps
+        notes.append(
+            "minilm: all-MiniLM-L6-v2 is a bidirectional encoder with absolute positions: no "
+            "RoPE; each of its 12 heads is its own KV head (GQA group 1); the DeltaLLM "
+            "datapath applies its causal mask to it"
+        )
+        notes.append(f"minilm: passages from pydoc_data.topics of Python {py}: "
+                     + ", ".join(f"{t} ({n} tokens)" for _, t, n in ps))  # fmt: skip
+    if "synthetic" in cfg.data:
+        datasets += _synthetic_datasets(cfg, rng)
+        s = cfg.synthetic
+        notes.append(
+            f"synthetic: {'post' if s.rope else 'pre'}-RoPE keys, key AR(1) coefficient "
+            f"{s.key_ar}, query {s.query_ar}, value {s.value_ar}, {s.outlier_channels} outlier "
+            f"channels x[{s.outlier_scale_min}, {s.outlier_scale_max}], seed {cfg.seed}"
+        )
+    return datasets, passages, notes
 
 
 def rows_as_dicts(rows: Iterable[Any]) -> list[dict[str, Any]]:

@@ -8,13 +8,16 @@ writes and plots it. Files written into the output folder:
   :class:`~coaccel.targets.deltallm_fpga.study.DeltaRow` (sparsities as fractions, errors in the
   units of v except the relative ones).
 * ``delta_theta_fits.csv``: the θ found per data set, with ρ_K on both sides of the target.
-* ``delta_layers.csv``: ρ_K per layer (MiniLM) or draw (synthetic) and θ.
+* ``delta_layers.csv``: ρ_K per layer (real models) or draw (synthetic) and θ.
 * ``delta_channels.csv``: ρ_K per head dimension at the found θ.
 * ``delta_sparsity_vs_theta.png``: ρ_K, ρ_S and the output error against θ per data set.
 * ``delta_vs_tau.png`` / ``delta_vs_window.png``: ρ_fine, ρ_S and the error against τ or W,
   when the grid has more than one value of it.
 * ``delta_channels.png``: ρ_K per head dimension (RoPE rotates the low-index pairs fastest, so
   their Delta-Key sparsity is lowest).
+
+The choice table (``coaccel delta --choices``, :mod:`coaccel.targets.deltallm_fpga.choices`)
+writes ``delta_choices.csv`` (:data:`CHOICE_CSV_COLUMNS`) and ``delta_choices.md``.
 """
 
 from __future__ import annotations
@@ -31,15 +34,19 @@ from matplotlib.figure import Figure
 
 from coaccel.report.files import atomic_open
 from coaccel.report.style import OKABE_ITO, new_figure, save_figure
-from coaccel.targets.deltallm_fpga.study import REAL_DATASET, DeltaRow, DeltaStudyResult, ThetaFit
+from coaccel.targets.deltallm_fpga.study import DeltaRow, DeltaStudyResult, ThetaFit
 
 __all__ = [
+    "CHOICE_CSV_COLUMNS",
     "CSV_COLUMNS",
     "CSV_NAME",
     "channel_figure",
+    "choice_rows_text",
+    "format_choice_table",
     "format_delta_table",
     "sweep_figure",
     "theta_figure",
+    "write_choice_report",
     "write_delta_report",
 ]
 
@@ -72,7 +79,8 @@ def _write_csv(path: Path, header: Sequence[str], rows: Sequence[Sequence[object
 def _settings(result: DeltaStudyResult) -> str:
     c = result.config
     return (
-        f"mode {c.mode}, P_q {c.query_block}, delta_mode {c.delta_mode}, denom_mode "
+        f"mode {c.mode}, lanes {c.lane_layout} x P_q {c.query_block}, delta_mode "
+        f"{c.delta_mode}, denom_mode "
         f"{c.denom_mode}, order {c.order}, n_sink {c.n_sink}, refresh {c.refresh_period}"
     )
 
@@ -81,11 +89,21 @@ def _data_caption(result: DeltaStudyResult) -> str:
     """Where the numbers come from: data sets, their shapes, the seed, the settings."""
     c = result.config
     parts = []
-    if any(r.dataset == REAL_DATASET for r in result.rows):
-        topics = ", ".join(t for t, _ in result.passages)
+    if any(r.source == "real" for r in result.rows):
+        r = c.real
+        topics = ", ".join(t for ds, t, _ in result.passages if ds == r.model)
+        layers = list(r.layers) if r.layers else "all"
         parts.append(
-            f"minilm: all-MiniLM-L6-v2 q/k/v of layers {list(c.real.layers)} on "
-            f"{len(result.passages)} passage(s) of {c.real.tokens} tokens of the Python "
+            f"{r.model}: post-RoPE q/k/v of layers {layers} on {r.passages} passage(s) of "
+            f"{r.tokens} tokens of the Python documentation topics (pydoc_data: {topics}); a "
+            "causal GQA decoder"
+        )
+    if any(r.source == "minilm" for r in result.rows):
+        m = c.minilm
+        topics = ", ".join(t for ds, t, _ in result.passages if ds == "minilm")
+        parts.append(
+            f"minilm: all-MiniLM-L6-v2 q/k/v of layers {list(m.layers)} on "
+            f"{m.passages} passage(s) of {m.tokens} tokens of the Python "
             f"documentation topics (pydoc_data: {topics}); bidirectional, no RoPE, each head "
             "its own KV head; the causal mask is applied"
         )
@@ -313,7 +331,7 @@ def format_delta_table(result: DeltaStudyResult) -> str:
                 for ds, li, th, v in result.layer_sparsity
                 if ds == f.dataset and th == f.theta
             ]
-            what = "layer" if f.dataset == REAL_DATASET else "draw"
+            what = "draw" if f.dataset.startswith("synthetic:") else "layer"
             per.append(f"{f.dataset} (by {what}): " + ", ".join(vals))
         blocks.append("rho_K per layer at that theta:\n" + "\n".join(per))
     if result.notes:
@@ -367,3 +385,113 @@ def write_delta_report(result: DeltaStudyResult, out_dir: str | Path) -> list[Pa
     if result.channel_sparsity:
         paths.append(_save(channel_figure(result), out / "delta_channels.png"))
     return paths
+
+
+# ------------------------------------------------------------------------------ choice table
+CHOICE_CSV_COLUMNS = (
+    "choice", "setting", "lanes", "rho_k", "rho_k_passage_std", "rho_k_ci95_low",
+    "rho_k_ci95_high", "rho_s", "rho_s_passage_std", "rho_s_ci95_low", "rho_s_ci95_high",
+    "rho_s_layer_min", "rho_s_layer_max", "rho_fine", "rel_l2_error_vs_dense",
+    "rel_l2_error_vs_exact", "d_ppl_prefill_pct", "d_ppl_prefill_sd", "d_ppl_decode_pct",
+    "d_ppl_decode_sd", "ppl_prefill", "ppl_decode",
+)  # fmt: skip
+"""Columns of ``delta_choices.csv`` (sparsities as fractions, perplexity changes in percent)."""
+
+
+def _choice_cells(r: Any) -> list[object]:
+    nan = math.nan
+    k, s = r.rho_k, r.rho_s
+    return [
+        r.choice, r.label, r.lanes or "",
+        k.mean if k else nan, k.passage_std if k else nan, k.ci95[0] if k else nan,
+        k.ci95[1] if k else nan, s.mean if s else nan, s.passage_std if s else nan,
+        s.ci95[0] if s else nan, s.ci95[1] if s else nan, s.layer_min if s else nan,
+        s.layer_max if s else nan, r.rho_fine, r.rel_l2_dense, r.rel_l2_exact,
+        r.d_ppl_prefill_pct, r.d_ppl_prefill_sd, r.d_ppl_decode_pct, r.d_ppl_decode_sd,
+        " ".join(f"{x:.4f}" for x in r.ppl_prefill), " ".join(f"{x:.4f}" for x in r.ppl_decode),
+    ]  # fmt: skip
+
+
+def _pm(s: Any) -> str:
+    if s is None:
+        return ""
+    ci = "" if math.isnan(s.ci95[0]) else f" [{s.ci95[0]:.3f}, {s.ci95[1]:.3f}]"
+    return f"{s.mean:.3f} ±{s.passage_std:.3f}{ci}"
+
+
+def _dppl(mean: float, sd: float) -> str:
+    return f"{mean:+.2f}" + ("" if math.isnan(sd) else f" ±{sd:.2f}")
+
+
+def _num3(x: float, fmt: str = ".3f") -> str:
+    return "" if math.isnan(x) else format(x, fmt)
+
+
+def choice_rows_text(table: Any) -> tuple[list[str], list[list[str]]]:
+    """Headers and cells of the choice table (text and Markdown share them)."""
+    headers = ["choice", "setting", "lanes", "ρ_K ±σ [95 % CI]", "ρ_S ±σ [95 % CI]", "ρ_fine",
+               "err vs dense", "err vs exact", "ΔPPL prefill % ±σ", "ΔPPL decode % ±σ"]  # fmt: skip
+    body = [
+        [r.choice, r.label, str(r.lanes or ""), _pm(r.rho_k), _pm(r.rho_s), _num3(r.rho_fine),
+         _num3(r.rel_l2_dense, ".2e"), _num3(r.rel_l2_exact, ".2e"),
+         _dppl(r.d_ppl_prefill_pct, r.d_ppl_prefill_sd),
+         _dppl(r.d_ppl_decode_pct, r.d_ppl_decode_sd)]
+        for r in table.rows
+    ]  # fmt: skip
+    return headers, body
+
+
+def format_choice_table(table: Any) -> str:
+    """The choice table as text, with the exact-attention perplexities and the notes.
+
+    Args:
+        table: a :class:`~coaccel.targets.deltallm_fpga.choices.ChoiceTable`.
+
+    Returns:
+        The text (no trailing newline).
+    """
+    headers, body = choice_rows_text(table)
+    ex = table.rows[0]
+    lines = [
+        "DeltaLLM open choices on real keys: sparsity and accuracy cost (one choice varied at a "
+        "time around the first lane-layout row)",
+        _table(headers, body),
+        f"exact-attention perplexity per passage: prefill {list(map(_r2, ex.ppl_prefill))}, "
+        f"decoded tokens {list(map(_r2, ex.ppl_decode))}",
+        "ρ: micro-averages (counts summed over passages, layers, heads) ±σ over passages; err: "
+        "relative L2 error of the attention output; ΔPPL: mean ±σ over passages of "
+        "100·(ppl / ppl_exact − 1)",
+        *(f"- {n}" for n in table.notes),
+    ]
+    return "\n".join(lines)
+
+
+def _r2(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def write_choice_report(table: Any, out_dir: str | Path) -> list[Path]:
+    """Write ``delta_choices.csv`` and ``delta_choices.md``.
+
+    Args:
+        table: the :class:`~coaccel.targets.deltallm_fpga.choices.ChoiceTable`.
+        out_dir: output folder (created if needed).
+
+    Returns:
+        The two paths.
+    """
+    from coaccel.report.files import write_text
+    from coaccel.report.validation import md_table
+
+    out = Path(out_dir)
+    csv_path = _write_csv(out / "delta_choices.csv", CHOICE_CSV_COLUMNS,
+                          [_choice_cells(r) for r in table.rows])  # fmt: skip
+    headers, body = choice_rows_text(table)
+    md = "\n\n".join([
+        "# DeltaLLM open choices on real keys",
+        md_table(headers, body),
+        "\n".join(f"* {n}" for n in table.notes),
+    ]) + "\n"  # fmt: skip
+    md_path = out / "delta_choices.md"
+    write_text(md_path, md)
+    return [csv_path, md_path]
