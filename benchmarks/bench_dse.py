@@ -1,79 +1,147 @@
-"""Speed of the sweep driver end to end, and the result store's cost per point.
+"""Speed of analytical sweeps: the batch path beside the per-point path, and the result store.
 
 Usage::
 
     .venv/bin/python benchmarks/bench_dse.py                 # table
-    .venv/bin/python benchmarks/bench_dse.py --points 4000 --json
+    .venv/bin/python benchmarks/bench_dse.py --points 4000 --gpu-points 3000 --json
+    .venv/bin/python benchmarks/bench_dse.py --sweeps hbq_pe_psum.yaml demo_buffers.yaml
 
-What it measures:
+What it measures (wall-clock figures swing with the machine's load, which it prints; CPU time
+per point much less, so both are given):
 
-* analytical points per second through the whole driver (spec expansion, the process pool,
-  simulate + cost per point, rows written to a fresh SQLite store), with 1 and with 2 workers,
-  on HBQ-E and a Llama-3-8B 2K-token prefill (clock x PSUM size x PE count; every point a
-  distinct architecture). The stated target is 1000 points/s with 2 workers. Each run reports
-  its wall-clock rate (pool start included) and its steady rate (points stored between the
-  first and the last batch over that time), and the scaling from 1 to 2 workers;
-* the CPU time of one point in this process, split into its parts (override, config digest,
-  simulate, cost, the row): wall-clock figures swing with the machine's load, CPU time much
-  less;
-* the Dask executor's overhead per point: the same sweep on a ``distributed.LocalCluster``
-  with 2 single-threaded worker processes, against the local pool (printed when this build's
-  ``run_sweep`` takes a ``scheduler`` and ``distributed`` is installed);
+* every shipped analytical HBQ and GPU sweep (``arch_configs/sweeps/``), evaluated in this
+  process with its workloads loaded: CPU time per point of the batch path
+  (:func:`coaccel.dse.batch.evaluate_batch_records`, one task of all the points) and of the
+  per-point path (:func:`coaccel.dse.evaluate.evaluate_points`), and the points per second
+  of one core each gives. A GPU workload's traffic analysis (once per workload and L2, before
+  any point: the part of loading a trace the sweep reuses) is timed apart;
+* larger grids of the same kind through the whole driver (spec expansion, the size estimate,
+  the process pool, rows written to a fresh SQLite store), with 1 and with 2 workers, batch
+  and per-point: HBQ-E on a Llama-3-8B 2K-token prefill, the PE x PSUM x ACT grid of
+  ``hbq_pe_psum.yaml`` x a clock range; and the W1 FlashDecoding grid of
+  ``gpu_decode_context_batch_splits.yaml`` (15 workloads x 3 HBM systems) x an SM-count range
+  (its per-point run: the shipped 90 points, a full grid would take minutes per point
+  thousand). Each run reports its wall-clock rate (pool start included), its steady rate
+  (points stored between the first and the last batch over that time), and the CPU time per
+  point of this process and its workers together. The stated target: 10,000 points/s with 2
+  workers;
+* the CPU time of one point of the per-point path in this process, split into its parts;
+* the Dask executor's overhead per point against the local pool (when ``distributed`` is
+  installed);
 * the store's overhead per point (a batch of 64 rows written in one transaction, plus the
-  lookup of those ids a resumed sweep does) when the store already holds 10 and 100,000 rows:
-  it should stay flat, because the point id is the primary key (a B-tree).
+  lookup of those ids a resumed sweep does) when the store already holds 10 and 100,000 rows.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import inspect
 import json
 import os
 import platform
+import resource
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from coaccel import arch_configs
 from coaccel.dse import Row, Store, expand, load_spec, run_sweep
+from coaccel.dse import driver as dse_driver
 
-TARGET_POINTS_PER_S = 1000.0
+TARGET_POINTS_PER_S = 10_000.0
 
-SPEC = """\
+SHIPPED = (
+    "hbq_pe_psum.yaml",
+    "hbq_format_block_array_psum.yaml",
+    "hbq_two_stage.yaml",
+    "hbq_search_space.yaml",
+    "demo_buffers.yaml",
+    "small_test.yaml",
+    "gpu_decode_context_batch_splits.yaml",
+    "gpu_ffd_keep_context.yaml",
+    "gpu_offload_keep_context_link.yaml",
+)
+"""The shipped analytical HBQ and GPU sweeps (the search space's grid, not its NSGA-II)."""
+
+HBQ_GRID = """\
 version: 1
 base: hbq_e_28nm
 workloads: [llama-3-8b:prefill_2k]
 mode: analytical
 parameters:
-  pe_array.n_pes: [16, 32]
-  buffers.psum.size_kib: [68, 136]
-  freq_mhz: {{start: 200, stop: {stop}, step: 1}}
+  pe_array.n_pes: [16, 32, 64, 128]
+  buffers.psum.size_kib: {{start: 68, stop: 272, step: 68}}
+  buffers.act.size_kib: {{log2: [6, 8]}}
+  freq_mhz: {{start: 300, stop: {stop}, step: 1}}
+constraints:
+  - "buffers.psum.size_kib >= pe_array.n_pes"
+  - "buffers.act.size_kib >= 0.6 * buffers.psum.size_kib"
+objectives:
+  - {{metric: edp_js, goal: minimize}}
+  - {{metric: area_mm2, goal: minimize}}
+limits:
+  - "area_mm2 <= 4"
+"""
+HBQ_DESIGNS_PER_CLOCK = 29  # the PE x PSUM x ACT combinations the constraints keep
+
+GPU_GRID_PARAMS = """\
+parameters:
+  dram: [dram/hbm2e_a100_80g.yaml, dram/hbm3_h100_sxm.yaml, dram/hbm3e_h200.yaml]
+  sm.count: {{start: 16, stop: {stop}, step: 1}}
 """
 
 
-def _spec(tmp: Path, points: int) -> Path:
-    spec = tmp / f"bench_{points}.yaml"
-    spec.write_text(SPEC.format(stop=200 + max(1, points // 4) - 1))
+def _load() -> str:
+    return ", ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _cpu_children() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _hbq_grid(tmp: Path, points: int) -> Path:
+    spec = tmp / f"hbq_grid_{points}.yaml"
+    clocks = max(1, points // HBQ_DESIGNS_PER_CLOCK)
+    spec.write_text(HBQ_GRID.format(stop=300 + clocks - 1))
     return spec
 
 
-def _driver(tmp: Path, points: int, workers: int, scheduler: str | None = None) -> dict:
-    ls = load_spec(_spec(tmp, points))
-    name = "dask" if scheduler else f"driver_{workers}"
+def _gpu_grid(tmp: Path, points: int) -> Path:
+    """The shipped W1 sweep with the SM count as a range (45 points per SM count)."""
+    text = arch_configs.path("sweeps/gpu_decode_context_batch_splits.yaml").read_text()
+    head, _, tail = text.partition("parameters:")
+    rest = tail.split("strategy:", 1)[1]
+    counts = max(1, min(117, points // 45))
+    spec = tmp / f"gpu_grid_{points}.yaml"
+    spec.write_text(head + GPU_GRID_PARAMS.format(stop=16 + counts - 1) + "strategy:" + rest)
+    return spec
+
+
+def _driver(spec: Path, tmp: Path, workers: int, *, batch: bool = True,
+            scheduler: str | None = None) -> dict:  # fmt: skip
+    """One run of the whole driver into a fresh store: rates and CPU per point."""
+    name = "dask" if scheduler else f"{'batch' if batch else 'point'}_{workers}_{spec.stem}"
     db = tmp / f"{name}.sqlite"
     db.unlink(missing_ok=True)
     seen: list[tuple[int, float]] = []
     kwargs = {"scheduler": scheduler} if scheduler else {}
-    t0 = time.perf_counter()
-    s = run_sweep(ls, db, workers=workers, progress=lambda p: seen.append((p.done, p.elapsed_s)),
-                  **kwargs)  # fmt: skip
-    wall = time.perf_counter() - t0
+    with contextlib.ExitStack() as stack:
+        if not batch:  # the per-point path: as before the batch path existed
+            stack.enter_context(_patched(dse_driver, "supports", lambda *_: False))
+        c0, k0, t0 = time.process_time(), _cpu_children(), time.perf_counter()
+        s = run_sweep(spec, db, workers=workers, max_points=None,
+                      progress=lambda p: seen.append((p.done, p.elapsed_s)), **kwargs)  # fmt: skip
+        wall = time.perf_counter() - t0
+        cpu = time.process_time() - c0 + _cpu_children() - k0
     steady = None
     if len(seen) >= 3 and seen[-1][1] > seen[0][1]:
         steady = (seen[-1][0] - seen[0][0]) / (seen[-1][1] - seen[0][1])
     return {
+        "path": "batch" if batch else "per-point",
         "executor": "dask" if scheduler else ("pool" if workers > 1 else "inline"),
         "workers": workers,
         "points": s.evaluated,
@@ -81,6 +149,54 @@ def _driver(tmp: Path, points: int, workers: int, scheduler: str | None = None) 
         "wall_s": wall,
         "points_per_s": s.evaluated / wall,
         "steady_points_per_s": steady,
+        "cpu_us_per_point": cpu / max(1, s.evaluated) * 1e6,
+    }
+
+
+@contextlib.contextmanager
+def _patched(obj: object, name: str, value: object):
+    old = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, old)
+
+
+def _shipped(name: str) -> dict:
+    """One shipped sweep evaluated in this process: CPU per point, batch and per-point."""
+    from coaccel.dse.batch import evaluate_batch_records, warm_batch
+    from coaccel.dse.evaluate import evaluate_points, warm
+    from coaccel.dse.spec import ACCURACY_METRICS
+
+    ls = load_spec(arch_configs.path(f"sweeps/{name}"))
+    pts = expand(ls.spec, ls.constraints, ls.digest, ls.source)
+    limits = [e.text for e in ls.limits if not set(ACCURACY_METRICS) & set(e.names)]
+    args = (ls.base_path, ls.spec.mode, ls.digest, limits)
+    clock = time.process_time
+    warm(ls.base_path, ls.spec.mode, ls.spec.workloads)  # loading is not a point's cost
+    c0 = clock()
+    warm_batch(ls.base_path, ls.spec.mode, ls.spec.workloads, ls.spec.values())
+    prep = clock() - c0
+    c0 = clock()
+    recs = evaluate_batch_records(*args, "main", pts)
+    c1 = clock()
+    rows = evaluate_points(*args, pts)
+    c2 = clock()
+    n = len(pts)
+    return {
+        "sweep": name,
+        "points": n,
+        "failed": sum(r.status == "failed" for r in rows),
+        "batch_prepare_s": prep,
+        "batch_cpu_us_per_point": (c1 - c0) / n * 1e6,
+        "per_point_cpu_us_per_point": (c2 - c1) / n * 1e6,
+        "batch_points_per_s_one_core": n / max(c1 - c0, 1e-9),
+        "per_point_points_per_s_one_core": n / max(c2 - c1, 1e-9),
+        "same_rows": all(
+            r[:9] + r[11:-2] == (x := row._tuple())[:9] + x[11:-2]
+            for r, row in zip(recs, rows, strict=True)
+        ),
     }
 
 
@@ -91,8 +207,8 @@ def _cpu_per_point(tmp: Path, points: int) -> dict:
     from coaccel.simulation import find_arch
     from coaccel.spine.config import config_digest, override
 
-    ls = load_spec(_spec(tmp, points))
-    pts = expand(ls.spec, ls.constraints, ls.digest, ls.source)
+    ls = load_spec(_hbq_grid(tmp, points))
+    pts = expand(ls.spec, ls.constraints, ls.digest, ls.source)[:points]
     args = (ls.base_path, ls.spec.mode, ls.digest, [e.text for e in ls.limits])
     t, path = find_arch(ls.base_path)
     base, wl = t.load_arch(path), t.load_workload(pts[0].workload)
@@ -138,8 +254,8 @@ def _dask(tmp: Path, points: int, pool: dict) -> dict:
                       dashboard_address=None) as cluster:  # fmt: skip
         # A first small sweep starts the workers (imports, the base architecture, the cost
         # model's fit), as the pool's workers inherit them from this process.
-        warm = _driver(tmp, 8, 2, scheduler=cluster.scheduler_address)
-        r = _driver(tmp, points, 2, scheduler=cluster.scheduler_address)
+        warm = _driver(_hbq_grid(tmp, 8), tmp, 2, scheduler=cluster.scheduler_address)
+        r = _driver(_hbq_grid(tmp, points), tmp, 2, scheduler=cluster.scheduler_address)
     r["measured"] = True
     r["worker_start_s"] = warm["wall_s"]
     r["overhead_us_per_point"] = (r["wall_s"] - pool["wall_s"]) / r["points"] * 1e6
@@ -171,61 +287,94 @@ def _store(tmp: Path, prefill: int, batches: int = 30, batch: int = 64) -> dict:
         return {"stored_rows": prefill, "us_per_point": per_point * 1e6, "rows_after": len(st)}
 
 
+def _measure(args: argparse.Namespace, tmp: Path) -> dict:
+    """Every figure of the benchmark (see the module docstring)."""
+    hbq, gpu = _hbq_grid(tmp, args.points), _gpu_grid(tmp, args.gpu_points)
+    gpu_point = arch_configs.path("sweeps/gpu_decode_context_batch_splits.yaml")
+    _driver(_hbq_grid(tmp, 8), tmp, 1)  # warm-up: imports, file loading, numba caches
+    _driver(_hbq_grid(tmp, 8), tmp, 1, batch=False)
+    shipped = [_shipped(name) for name in args.sweeps]
+    drivers = {
+        "hbq": [_driver(hbq, tmp, w, batch=b) for b in (True, False) for w in (1, 2)],
+        "gpu": [_driver(gpu, tmp, w) for w in (1, 2)]
+        + [_driver(gpu_point, tmp, w, batch=False) for w in (1, 2)],
+    }
+    cpu = _cpu_per_point(tmp, min(args.points, 400))
+    dask = _dask(tmp, args.points, drivers["hbq"][1]) if args.dask else {
+        "measured": False, "why": "not asked (--dask)"}  # fmt: skip
+    store = [_store(tmp, n) for n in (10, 100_000)]
+    return {"shipped": shipped, "driver": drivers, "cpu_per_point": cpu, "dask": dask,
+            "store": store}  # fmt: skip
+
+
+def _print_shipped(shipped: list[dict]) -> None:
+    print("shipped analytical sweeps, evaluated in one process (workloads loaded), CPU per point")
+    print(f"  {'sweep':<40} {'points':>6} {'batch us':>9} {'per-point us':>12} "
+          f"{'batch pts/s/core':>16} {'x':>5}  prepare")  # fmt: skip
+    for r in shipped:
+        speed = r["per_point_cpu_us_per_point"] / r["batch_cpu_us_per_point"]
+        same = "" if r["same_rows"] else "  ROWS DIFFER"
+        print(f"  {r['sweep']:<40} {r['points']:>6} {r['batch_cpu_us_per_point']:>9.0f} "
+              f"{r['per_point_cpu_us_per_point']:>12.0f} "
+              f"{r['batch_points_per_s_one_core']:>16.0f} {speed:>5.1f}  "
+              f"{r['batch_prepare_s']:.2f} s{same}")  # fmt: skip
+
+
+def _print_driver(name: str, runs: list[dict]) -> None:
+    print(f"  {name}")
+    for r in runs:
+        ok = "meets" if r["points_per_s"] >= TARGET_POINTS_PER_S else "below"
+        steady = r["steady_points_per_s"]
+        st = f", steady {steady:.0f}/s" if steady else ""
+        print(f"    {r['path']:<9} {r['workers']} worker(s): {r['points']} points in "
+              f"{r['wall_s']:.2f} s = {r['points_per_s']:.0f} points/s{st}; CPU "
+              f"{r['cpu_us_per_point']:.0f} us/point ({ok} the {TARGET_POINTS_PER_S:.0f}/s "
+              "target)")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--points", type=int, default=1000, help="points per driver run")
+    p.add_argument("--points", type=int, default=4000, help="points of the HBQ grid")
+    p.add_argument("--gpu-points", type=int, default=2700, help="points of the GPU grid")
+    p.add_argument("--sweeps", nargs="*", default=list(SHIPPED), help="shipped sweeps to time")
+    p.add_argument("--dask", action="store_true", help="also time a Dask LocalCluster")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     args = p.parse_args(argv)
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
-        _driver(tmp, 8, 1)  # warm-up: imports, file loading, numba caches
-        cpu = _cpu_per_point(tmp, min(args.points, 400))
-        driver = [_driver(tmp, args.points, w) for w in (1, 2)]
-        dask = _dask(tmp, args.points, driver[1])
-        store = [_store(tmp, n) for n in (10, 100_000)]
-    scaling = driver[1]["points_per_s"] / driver[0]["points_per_s"]
+        doc = _measure(args, Path(d))
     doc = {
         "python": sys.version.split()[0],
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
-        "load_average": os.getloadavg(),
+        "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
         "target_points_per_s": TARGET_POINTS_PER_S,
-        "cpu_per_point": cpu,
-        "driver": driver,
-        "scaling_1_to_2_workers": scaling,
-        "dask": dask,
-        "store": store,
+        **doc,
     }
     if args.json:
         print(json.dumps(doc, indent=2))
         return 0
-    load = ", ".join(f"{x:.1f}" for x in doc["load_average"])
-    print(f"sweep driver, analytical, HBQ-E llama-3-8b prefill_2k ({os.cpu_count()} CPUs, "
-          f"load average {load})")  # fmt: skip
+    print(f"analytical sweeps ({os.cpu_count()} CPUs, load average before "
+          f"{', '.join(f'{x:.1f}' for x in load_before)}, after {_load()})")  # fmt: skip
+    _print_shipped(doc["shipped"])
+    print("the whole driver (fresh store, pool start included)")
+    _print_driver("HBQ-E llama-3-8b prefill_2k, PE x PSUM x ACT x clock", doc["driver"]["hbq"])
+    _print_driver("GPU W1 decode, 15 workloads x HBM x SM count (per-point: the shipped 90)",
+                  doc["driver"]["gpu"])  # fmt: skip
+    cpu = doc["cpu_per_point"]
     parts = ", ".join(f"{k} {v:.3f}" for k, v in cpu["parts_ms"].items())
-    print(f"  CPU per point in one process: {cpu['ms_per_point']:.3f} ms ({parts} ms)")
-    for r in driver:
-        ok = "meets" if r["points_per_s"] >= TARGET_POINTS_PER_S else "below"
-        steady = r["steady_points_per_s"]
-        st = f", steady {steady:.0f} points/s" if steady else ""
-        print(
-            f"  {r['workers']} worker(s): {r['points']} points in {r['wall_s']:.2f} s = "
-            f"{r['points_per_s']:.0f} points/s{st} ({ok} the {TARGET_POINTS_PER_S:.0f}/s target)"
-        )
-    print(f"  scaling from 1 to 2 workers: x{scaling:.2f}")
+    print(f"per-point path, CPU per point in one process: {cpu['ms_per_point']:.3f} ms "
+          f"({parts} ms)")  # fmt: skip
+    dask = doc["dask"]
     if dask["measured"]:
-        steady_over = dask.get("steady_overhead_us_per_point")
-        so = f", steady {steady_over:.0f} us/point" if steady_over is not None else ""
-        print(
-            f"  Dask LocalCluster, 2 workers (started: {dask['worker_start_s']:.1f} s): "
-            f"{dask['points']} points in {dask['wall_s']:.2f} s = {dask['points_per_s']:.0f} "
-            f"points/s; overhead over the local pool {dask['overhead_us_per_point']:.0f} "
-            f"us/point{so}"
-        )
+        print(f"Dask LocalCluster, 2 workers: {dask['points']} points = "
+              f"{dask['points_per_s']:.0f} points/s; overhead over the local pool "
+              f"{dask['overhead_us_per_point']:.0f} us/point")  # fmt: skip
     else:
-        print(f"  Dask executor: not measured ({dask['why']})")
+        print(f"Dask executor: not measured ({dask['why']})")
     print("result store, per point (64-row transactions + id lookup)")
-    for r in store:
+    for r in doc["store"]:
         print(f"  {r['stored_rows']:>7} rows stored: {r['us_per_point']:.1f} us/point")
     return 0
 

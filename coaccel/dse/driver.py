@@ -3,9 +3,12 @@
 Each point is :func:`coaccel.simulate` on the base architecture with the point's overrides,
 then :func:`coaccel.cost.evaluate`; its row holds every ``metrics()`` entry plus ``energy_j``,
 ``area_mm2`` and ``edp_js``, each with its unit (and the accuracy metrics when the spec scores
-accuracy). Points go to an executor (this process, a local process pool, or Dask) in batches,
-so that millisecond points do not drown the workers in messages; each worker process loads the
-base architecture and the workloads once. A point that raises is stored as ``failed`` with a
+accuracy). Where the target has a batch evaluator for the mode (the analytical modes), a task
+evaluates its points together (:func:`coaccel.dse.batch.evaluate_batch`: the same rows, apart
+from their timing fields) and sends them back serialized as the store writes them. Points go
+to an executor (this process, a local process pool, or Dask) in batches, so that millisecond
+points do not drown the workers in messages; each worker process loads the base architecture
+and the workloads once. A point that raises is stored as ``failed`` with a
 one-line reason and the sweep goes on. Every finished batch is written in one transaction.
 
 Before any point is expanded, the sweep is sized (:func:`estimate_sweep`): its points are
@@ -33,6 +36,15 @@ from pathlib import Path
 from typing import Any
 
 from ..spine.errors import CoaccelError
+from .batch import (
+    add_records,
+    evaluate_batch,
+    evaluate_batch_records,
+    from_record,
+    supports,
+    to_record,
+    warm_batch,
+)
 from .evaluate import evaluate_points, failure_reason, warm
 from .executors import Executor, PoolExecutor, open_executor
 from .space import (
@@ -71,6 +83,9 @@ _PROBE_S = 2.0  # the timing probe stops after the workload that crosses this, s
 _ROW_OVERHEAD_BYTES = 120  # SQLite's record, page and primary-key index cost per row (measured)
 _STORE_S = 2e-5  # writing one row to the store, s (benchmarks/bench_dse.py: 13 to 18 µs)
 _POOL_EFFICIENCY = 0.85  # a pool of 2 ran 1.63 to 1.7 times one process (docs/dse.md, "Speed")
+# Points per task on the batch path (coaccel.dse.batch): numpy evaluates a batch at once, so
+# tasks are large (about 4 per worker), but a small sweep stays one task (no pool at all).
+_BATCH_MIN, _BATCH_MAX = 256, 2048
 
 
 @dataclass(frozen=True)
@@ -326,8 +341,9 @@ def estimate_sweep(
     The points are counted, not expanded. A point's time comes from the store's rows of the
     same first-stage digest when it holds at least 20, else from a probe: the first design
     the sweep evaluates is run on its workloads (one after another, stopping after the
-    workload that passes 2 s; the next design when every point of the first failed, three at
-    most).
+    workload that passes 2 s; on the batch path of :mod:`coaccel.dse.batch`, on all of them
+    at once, as the sweep will; the next design when every point of the first failed, three
+    at most).
 
     Args:
         spec: the spec file or its :func:`~coaccel.dse.spec.load_spec` result.
@@ -361,13 +377,17 @@ def _estimate(
     else:
         limits = [e.text for e in ls.limits if not set(ACCURACY_METRICS) & set(e.names)]
         warm(ls.base_path, stage.mode, spec.workloads)  # loading is not a point's cost
+        batched = supports(ls.base_path, stage.mode)
         t0 = time.perf_counter()
         for design in _probe_points(ls, digest):
             have = store.get_many(p.point_id for p in design) if store is not None else {}
-            for p in design:
-                if p.point_id in have:
-                    timed.append(have[p.point_id])
-                    continue
+            timed += [have[p.point_id] for p in design if p.point_id in have]
+            left = [p for p in design if p.point_id not in have]
+            if batched:  # the design on every workload at once, as the sweep evaluates it
+                got = evaluate_batch(ls.base_path, stage.mode, digest, limits, left)
+                probe.update((r.point_id, r) for r in got)
+                timed += got
+            for p in left if not batched else ():
                 (row,) = evaluate_points(ls.base_path, stage.mode, digest, limits, [p])
                 probe[p.point_id] = row
                 timed.append(row)
@@ -428,7 +448,8 @@ def run_sweep(
         workers: local processes; 1 evaluates in this process (no pool). Results do not
             depend on it.
         batch_size: points per task (default: enough for about 8 tasks per worker, at most
-            64 points each, whatever the executor).
+            64 points each, whatever the executor; on the batch path of an analytical mode
+            (:mod:`coaccel.dse.batch`) about 4 tasks per worker of 256 to 2048 points).
         progress: called after each stored batch.
         scheduler: a Dask scheduler address (``tcp://host:port``) to evaluate on, overriding
             the spec's ``scheduler:``; the results equal the local pool's.
@@ -501,15 +522,16 @@ class _Sweep:
         self.batch_size = batch_size
         self.progress = progress
         self.ready = dict(ready or {})  # rows evaluated already (the estimate's probe)
+        self.batched: dict[str, bool] = {}  # mode -> on the batch path
         acc_names = set(ACCURACY_METRICS)
         # Limits on accuracy metrics are checked here, after the accuracy metrics are added.
         self.sim_limits = [e.text for e in ls.limits if not acc_names & set(e.names)]
         self.acc_limits = [e for e in ls.limits if acc_names & set(e.names)]
         self.scorer: Any = None
         if ls.accuracy is not None:
-            from .accuracy import AccuracyScorer
+            from .accuracy import make_scorer
 
-            self.scorer = AccuracyScorer(ls.base_path, ls.accuracy, st)
+            self.scorer = make_scorer(ls.base_path, ls.accuracy, st)
         self.t0 = time.perf_counter()
         self.begin(0)
 
@@ -517,44 +539,54 @@ class _Sweep:
         self.stage_total, self.stage_skipped, self.stage_done, self.stage_failed = total, 0, 0, 0
         self.seen: set[str] = set()  # ids of this stage looked up or evaluated so far
 
-    def evaluate(self, points: Sequence[Point], stage: Stage) -> dict[str, Row]:
-        """Rows of ``points``: stored ones looked up, the others evaluated and stored."""
+    def evaluate(
+        self, points: Sequence[Point], stage: Stage, keep_rows: bool = True
+    ) -> dict[str, Row]:
+        """Rows of ``points``: stored ones looked up, the others evaluated and stored.
+
+        Args:
+            points: the points (repeats are evaluated once).
+            stage: the stage they belong to.
+            keep_rows: return the rows evaluated now too (a later stage or a search reads
+                them); False returns the stored ones only.
+
+        Returns:
+            point id -> row.
+        """
         unique = list({p.point_id: p for p in points}.values())
         have = self.st.get_many(p.point_id for p in unique)
         todo = [p for p in unique if p.point_id not in have]
         # Stored before this run: counted once, however often a search proposes them again.
         self.stage_skipped += sum(pid not in self.seen for pid in have)
         self.seen.update(p.point_id for p in unique)
-        n = self.batch_size or max(1, min(64, -(-len(todo) // (8 * self.ex.workers))))
-        batches = [todo[i : i + n] for i in range(0, len(todo), n)]
-        # Points the estimate's probe evaluated already are not sent again; their rows join
-        # their batch's, so that batches (and the order of the stored rows) stay the same.
-        whole: dict[str, Sequence[Point]] = {}  # first point sent -> its whole batch
-        ready: list[list[Row]] = []  # batches evaluated entirely by the probe
-        send: list[list[Point]] = []
-        for b in batches:
-            rest = [p for p in b if p.point_id not in self.ready]
-            if not rest:
-                ready.append([self.ready.pop(p.point_id) for p in b])
-                continue
-            if len(rest) < len(b):
-                whole[rest[0].point_id] = b
-            send.append(rest)
-        args = (self.ls.base_path, stage.mode, self.ls.stage_digest(stage), self.sim_limits)
+        batched = self._batched(stage.mode)
+        # On the batch path, workers send the store's records (serialized where evaluated);
+        # the accuracy metrics are added here, to rows.
+        records = batched and self.scorer is None
+        ready, send, whole = self._batches(todo, batched)
+        digest = self.ls.stage_digest(stage)
+        args: tuple[Any, ...] = (self.ls.base_path, stage.mode, digest, self.sim_limits)
+        fn: Any = evaluate_points
+        if records:
+            fn, args = evaluate_batch_records, (*args, stage.name)
+        elif batched:
+            fn = evaluate_batch
         if isinstance(self.ex, PoolExecutor) and len(send) > 1:
             # Before the pool forks its workers: they inherit the loaded base and workloads.
             warm(self.ls.base_path, stage.mode, self.ls.spec.workloads)
-
-        for rows in itertools.chain(ready, self.ex.run(evaluate_points, args, send)):
-            batch = whole.pop(rows[0].point_id, None) if rows else None
-            if batch is not None:
-                got = {r.point_id: r for r in rows}
-                rows = [got.get(p.point_id) or self.ready.pop(p.point_id) for p in batch]
-            rows = [self._finish(r, stage) for r in rows]
-            self.st.add(rows)
-            self.stage_done += len(rows)
-            self.stage_failed += sum(r.status == "failed" for r in rows)
-            have.update((r.point_id, r) for r in rows)
+            if batched:
+                warm_batch(self.ls.base_path, stage.mode, self.ls.spec.workloads,
+                           self.ls.spec.values())  # fmt: skip
+        for got in itertools.chain(ready, self.ex.run(fn, args, send)):
+            recs, rows = self._complete(got, whole, stage)
+            add_records(self.st, recs)
+            self.stage_done += len(recs)
+            self.stage_failed += sum(r[7] == "failed" for r in recs)
+            if keep_rows:
+                have.update(
+                    (r[0], row if row is not None else from_record(r))
+                    for r, row in zip(recs, rows, strict=True)
+                )
             if self.progress is not None:
                 self.progress(
                     Progress(
@@ -567,6 +599,61 @@ class _Sweep:
                     )
                 )
         return have
+
+    def _batched(self, mode: str) -> bool:
+        """Whether points of this mode take the batch path (asked once per mode)."""
+        if mode not in self.batched:
+            self.batched[mode] = supports(self.ls.base_path, mode)
+        return self.batched[mode]
+
+    def _batches(
+        self, todo: Sequence[Point], batched: bool
+    ) -> tuple[list[list[Row]], list[list[Point]], dict[str, Sequence[Point]]]:
+        """The batches to send, the batches the estimate's probe evaluated entirely, and for
+        a batch sent without the points the probe did: its first point sent -> the whole
+        batch (so that batches, and the order of the stored rows, stay the same)."""
+        if self.batch_size:
+            n = self.batch_size
+        elif batched:
+            n = max(_BATCH_MIN, min(_BATCH_MAX, -(-len(todo) // (4 * self.ex.workers))))
+        else:
+            n = max(1, min(64, -(-len(todo) // (8 * self.ex.workers))))
+        whole: dict[str, Sequence[Point]] = {}
+        ready: list[list[Row]] = []
+        send: list[list[Point]] = []
+        for b in (todo[i : i + n] for i in range(0, len(todo), n)):
+            rest = [p for p in b if p.point_id not in self.ready]
+            if not rest:
+                ready.append([self.ready.pop(p.point_id) for p in b])
+                continue
+            if len(rest) < len(b):
+                whole[rest[0].point_id] = b
+            send.append(rest)
+        return ready, send, whole
+
+    def _complete(
+        self, got: Sequence[Any], whole: dict[str, Sequence[Point]], stage: Stage
+    ) -> tuple[list[tuple[Any, ...]], list[Row | None]]:
+        """A finished batch as the store's records of ``stage``, and its rows where they are
+        at hand: the probe's rows put back in their places, stage and mode set, the accuracy
+        metrics added (``got``: rows of the per-point path and of the estimate's probe, or
+        records of the batch path)."""
+
+        def pid(x: Any) -> str:
+            return x.point_id if isinstance(x, Row) else x[0]
+
+        batch = whole.pop(pid(got[0]), None) if got else None
+        if batch is not None:
+            by_id = {pid(x): x for x in got}
+            # None: the estimate's probe evaluated it
+            got = [by_id.get(p.point_id) or self.ready.pop(p.point_id) for p in batch]
+        recs: list[tuple[Any, ...]] = []
+        rows: list[Row | None] = []
+        for x in got:
+            row = self._finish(x, stage) if isinstance(x, Row) else None
+            recs.append(to_record(row) if row is not None else x)
+            rows.append(row)
+        return recs, rows
 
     def _finish(self, row: Row, stage: Stage) -> Row:
         """Add the stage, the mode and the accuracy metrics; check the accuracy limits."""
@@ -633,7 +720,7 @@ def _run(
             else:
                 points = _select(ls, stage, prev_points, prev_rows, digest)
             sw.begin(len(points))
-            rows = sw.evaluate(points, stage)
+            rows = sw.evaluate(points, stage, keep_rows=i < len(stages) - 1)
         summaries.append(
             StageSummary(
                 stage.name,

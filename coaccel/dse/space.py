@@ -15,7 +15,7 @@ import itertools
 import json
 import math
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -194,6 +194,29 @@ def count_points(spec: SweepSpec) -> int:
     return combos * len(spec.workloads)
 
 
+def _satisfies(constraints: Sequence[Expr]) -> Callable[[Mapping[str, Any]], bool]:
+    """``all(c(combo) for c in constraints)``, each constraint evaluated once per distinct
+    value of the parameters it reads (a grid repeats them in many combinations)."""
+    memo: list[dict[tuple[Any, ...], bool]] = [{} for _ in constraints]
+
+    def ok(combo: Mapping[str, Any]) -> bool:
+        for c, seen in zip(constraints, memo, strict=True):
+            try:
+                key = tuple((type(v), v) for v in (combo[n] for n in c.names))
+                hit = seen.get(key)
+            except (KeyError, TypeError):  # a name it does not find, a value not hashable
+                key, hit = None, None
+            if hit is None:
+                hit = c(combo)
+                if key is not None and len(seen) < 65536:
+                    seen[key] = hit
+            if not hit:
+                return False
+        return True
+
+    return ok
+
+
 def kept_fraction(spec: SweepSpec, constraints: Sequence[Expr], samples: int = 2000) -> float:
     """The share of the grid's combinations that satisfy the constraints.
 
@@ -225,12 +248,13 @@ def kept_fraction(spec: SweepSpec, constraints: Sequence[Expr], samples: int = 2
         picks = (rng.randrange(total) for _ in range(samples))
         n = samples
     kept = 0
+    ok = _satisfies(constraints)
     for index in picks:
         combo = {}
         for name, size in zip(reversed(names), reversed(sizes), strict=True):
             index, i = divmod(index, size)  # mixed radix: the last parameter varies fastest
             combo[name] = values[name][i]
-        kept += all(c(combo) for c in constraints)
+        kept += ok(combo)
     return kept / n
 
 
@@ -249,9 +273,18 @@ def expand(
         Points ordered by combination, then workload.
     """
     out = []
+    ok = _satisfies(constraints)
+    # point_id's text, '{"p":<params>,"s":<digest>,"w":<workload>}' (keys sorted), with the
+    # parameters' JSON made once per combination and the rest once per workload
+    tails = [
+        (w, ',"s":' + json.dumps(digest) + ',"w":' + json.dumps(w) + "}") for w in spec.workloads
+    ]
     for combo in iter_combinations(spec, source):
-        if not all(c(combo) for c in constraints):
+        if not ok(combo):
             continue
-        for w in spec.workloads:
-            out.append(Point(point_id(combo, w, digest), w, tuple(combo.items())))
+        head = '{"p":' + json.dumps(combo, sort_keys=True, separators=(",", ":"))
+        params = tuple(combo.items())
+        for w, tail in tails:
+            pid = hashlib.sha256((head + tail).encode()).hexdigest()[:32]
+            out.append(Point(pid, w, params))
     return out

@@ -239,6 +239,10 @@ class SimTarget:
         demo_sweep: a shipped sweep spec (file name under ``arch_configs/sweeps/``) that
             ``coaccel demo`` runs for this target; None: none.
         synthesis: its ``coaccel synth`` sets (Yosys gate / FPGA resource tables of its RTL).
+        simulate_batch: ``simulate_batch(arch_configs, workload, *, mode) -> dict | None``:
+            the analytical mode for many designs in one vectorized evaluation, equal to
+            ``simulate`` point by point (:mod:`coaccel.dse.batch` describes the result); a
+            sweep evaluates analytical points through it. None: points one at a time.
     """
 
     kind: str
@@ -263,6 +267,7 @@ class SimTarget:
     commands: tuple[Callable[..., None], ...] = ()
     demo_sweep: str | None = None
     synthesis: tuple[SynthesisSet, ...] = ()
+    simulate_batch: Callable[..., Any] | None = None
 
 
 def shipped_arch_names(kind: str, package: str = "coaccel.arch_configs") -> tuple[str, ...]:

@@ -164,6 +164,8 @@ def test_estimate_from_a_probe_then_from_the_store(tmp_path):
 
 
 def test_probe_rows_are_stored_not_evaluated_again(tmp_path, monkeypatch):
+    # The per-point path (the batch path's probe reuse is tested in test_dse_batch.py).
+    monkeypatch.setattr(driver, "supports", lambda *_: False)
     evaluated = []
     real = driver.evaluate_points
 

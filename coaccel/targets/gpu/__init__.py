@@ -27,6 +27,7 @@ TARGET = SimTarget(
     load_arch=Ref(f"{_SIM}:load_arch"),
     load_workload=Ref(f"{_SIM}:load_workload"),
     simulate=Ref(f"{_SIM}:simulate"),
+    simulate_batch=Ref(f"{_SIM}._batch:simulate_batch"),
     config_type=Ref(f"{_SIM}:GpuArchConfig"),
     priced_components=Ref(f"{_SIM}:priced_components"),
     workload_kinds=(
