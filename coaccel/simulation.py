@@ -30,6 +30,8 @@ __all__ = [
     "kinds",
     "provider",
     "load_arch",
+    "load_workload",
+    "parse_overrides",
     "register_target",
     "simulate",
     "target",
@@ -167,21 +169,61 @@ def _unknown_kind(where: str, kind: Any) -> Problem:
     return Problem(where, "kind", kind, msg, valid)
 
 
+def _refuse_special(path: Path, what: str) -> None:
+    """Refuse, before anything opens it, a path that is a folder, FIFO, device or socket
+    (reading a FIFO blocks; a device never ends)."""
+    from .spine.config import ConfigError, Problem
+    from .spine.trace import not_regular
+
+    kind = not_regular(path)
+    if kind is not None:
+        raise ConfigError([Problem(str(path), "", None, f"not {what}: it is {kind}")])
+
+
 def _kind_of_file(path: Path) -> str:
     """The ``kind:`` of an architecture file, read before the full schema check."""
     import yaml
 
     from .spine.config import ConfigError, Problem
+    from .spine.trace import is_trace_file
 
+    _refuse_special(path, "an architecture file")
+    if is_trace_file(path):
+        raise ConfigError(
+            [Problem(str(path), "", None, "a trace file (.npz), not an architecture YAML file")]
+        )
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(path.read_bytes().decode("utf-8"))
     except OSError as e:
         raise ConfigError(
             [Problem(str(path), "", None, f"cannot read: {e.strerror or e}")]
         ) from None
+    except UnicodeDecodeError:
+        raise ConfigError(
+            [Problem(str(path), "", None, "not an architecture YAML file: not UTF-8 text")]
+        ) from None
     except yaml.YAMLError as e:
-        raise ConfigError([Problem(str(path), "", None, f"not valid YAML: {e}")]) from None
-    if not isinstance(data, Mapping) or "kind" not in data:
+        raise ConfigError(
+            [Problem(str(path), "", None, f"not valid YAML: {' '.join(str(e).split())}")]
+        ) from None
+    except RecursionError:
+        raise ConfigError(
+            [Problem(str(path), "", None, "not an architecture file: nested too deeply")]
+        ) from None
+    if not isinstance(data, Mapping):
+        got = "an empty document" if data is None else f"a {type(data).__name__}"
+        raise ConfigError(
+            [
+                Problem(
+                    str(path),
+                    "",
+                    None,
+                    f"not an architecture file: expected a YAML mapping with a 'kind:' key, "
+                    f"got {got}",
+                )
+            ]
+        )
+    if "kind" not in data:
         raise ConfigError(
             [
                 Problem(
@@ -235,6 +277,8 @@ def find_arch(name: str | Path) -> tuple[SimTarget, Path]:
         raise ConfigError(
             [Problem("<simulate>", "arch", text, f"ambiguous name; use one of {both}")]
         )
+    if p.exists():  # a file (or a FIFO, a folder) of that name without the YAML suffix
+        return target(_kind_of_file(p)), p
     names = sorted(n for k in kinds() for n in target(k).arch_names)
     msg = f"no architecture file {text!r} and no shipped architecture of that name"
     close = difflib.get_close_matches(short, names, n=1)
@@ -252,12 +296,91 @@ def _shipped_file(t: SimTarget, name: str) -> Path:
     return shipped(f"{t.kind}/{name}.yaml")
 
 
-def load_arch(arch: Any, overrides: Mapping[str, Any] | None = None) -> tuple[SimTarget, Any]:
+_OVERRIDES = (
+    "overrides must be a mapping of dotted key -> value ({'freq_mhz': 400}), a list of "
+    "'key=value' strings (as --set takes them, each value read as YAML) or one such string"
+)
+
+
+def parse_overrides(
+    overrides: Any, flag: str = "overrides", source: str = "<simulate>"
+) -> dict[str, Any]:
+    """Architecture overrides as a dict, from any of the forms users write them in.
+
+    Args:
+        overrides: None; a mapping of dotted key -> value (``{"freq_mhz": 400}``); a sequence
+            of ``"key=value"`` strings (``["freq_mhz=400", "pe_array.n_pes=64"]``, as
+            ``--set`` takes them: each value is read as YAML, so ``400`` is an int); or one
+            such string.
+        flag: how the user gave them (``"--set"``), for messages.
+        source: where they came from (``"command line"``), for messages.
+
+    Returns:
+        Dotted key -> value.
+
+    Raises:
+        ConfigError: another type, an entry that is not ``key=value``, a value that is not
+            YAML, or a key given twice; every problem listed.
+    """
+    import yaml
+
+    from .spine.config import ConfigError, Problem
+
+    if overrides is None:
+        return {}
+    if isinstance(overrides, Mapping):
+        bad = [k for k in overrides if not isinstance(k, str) or not k.strip()]
+        if bad:
+            raise ConfigError(
+                [Problem(source, flag, k, f"key {k!r} is not a dotted key; {_OVERRIDES}")
+                 for k in bad]
+            )  # fmt: skip
+        return dict(overrides)
+    if isinstance(overrides, (str, bytes)):
+        items: list[Any] = [overrides]
+    elif isinstance(overrides, (list, tuple)):
+        items = list(overrides)
+    else:
+        raise ConfigError(
+            [Problem(source, flag, overrides,
+                     f"got {type(overrides).__name__} {overrides!r}; {_OVERRIDES}")]
+        )  # fmt: skip
+    out: dict[str, Any] = {}
+    problems = []
+    for item in items:
+        if not isinstance(item, str):
+            problems.append(
+                Problem(source, flag, item,
+                        f"entry {item!r} is a {type(item).__name__}; {_OVERRIDES}")
+            )  # fmt: skip
+            continue
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            problems.append(Problem(source, flag, item, f"expected KEY=VALUE, got {item!r}"))
+            continue
+        if key in out:
+            problems.append(Problem(source, flag, item, f"{key} is given twice"))
+            continue
+        try:
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            problems.append(
+                Problem(source, key, value,
+                        f"{value!r} is not a YAML value: {' '.join(str(e).split())}")
+            )  # fmt: skip
+    if problems:
+        raise ConfigError(problems)
+    return out
+
+
+def load_arch(arch: Any, overrides: Any = None) -> tuple[SimTarget, Any]:
     """Load an architecture of any kind.
 
     Args:
         arch: a loaded config (any registered ``config_type``), a shipped name or a YAML path.
-        overrides: dotted key -> value changes (:func:`coaccel.config.override`).
+        overrides: dotted key -> value changes (:func:`coaccel.config.override`), in any form
+            :func:`parse_overrides` takes.
 
     Returns:
         ``(target, config)``.
@@ -274,9 +397,31 @@ def load_arch(arch: Any, overrides: Mapping[str, Any] | None = None) -> tuple[Si
     else:
         t, path = find_arch(arch)
         cfg = t.load_arch(path)
-    if overrides:
-        cfg = override(cfg, dict(overrides))
+    changes = parse_overrides(overrides)
+    if changes:
+        cfg = override(cfg, changes)
     return t, cfg
+
+
+def load_workload(t: SimTarget, workload: Any) -> Any:
+    """Load a workload for a target through its loader, after the checks every target shares.
+
+    Args:
+        t: the target.
+        workload: what the user named (``"llama-3-8b:prefill_2k"``, a path, a workload
+            string), or an object the target's loader returned (passed through).
+
+    Returns:
+        The target's workload object.
+
+    Raises:
+        ConfigError: a path that is a folder, FIFO, device or socket (refused before anything
+            opens it), or what the target's loader refuses.
+    """
+    if not isinstance(workload, (str, Path)):
+        return workload
+    _refuse_special(Path(workload), "a workload file")
+    return t.load_workload(workload)
 
 
 def simulate(
@@ -284,7 +429,7 @@ def simulate(
     workload: Any,
     *,
     mode: str = "analytical",
-    overrides: Mapping[str, Any] | None = None,
+    overrides: Any = None,
     **options: Any,
 ) -> Any:
     """Simulate a workload on an architecture of any registered kind.
@@ -296,8 +441,9 @@ def simulate(
             path, or a workload object the target's loader returned.
         mode: ``"analytical"`` (closed form, for sweeps) or ``"cycle"`` (trace-driven,
             cycle-approximate); the target's :attr:`~coaccel.sim.common.SimTarget.modes`.
-        overrides: dotted key -> value changes to the architecture
-            (``{"pe_array.n_pes": 64}``), validated like the file.
+        overrides: changes to the architecture, validated like the file: a mapping of dotted
+            key -> value (``{"pe_array.n_pes": 64}``), a list of ``"key=value"`` strings (as
+            ``--set`` takes them) or one such string (:func:`parse_overrides`).
         **options: target-specific options (:attr:`~coaccel.sim.common.SimTarget.options`,
             e.g. ``engine="simpy"`` for the HBQ ASIC's cycle mode).
 
@@ -326,5 +472,4 @@ def simulate(
             )  # fmt: skip
     if problems:
         raise ConfigError(problems)
-    wl = t.load_workload(workload) if isinstance(workload, (str, Path)) else workload
-    return t.simulate(cfg, wl, mode=mode, **options)
+    return t.simulate(cfg, load_workload(t, workload), mode=mode, **options)

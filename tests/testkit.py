@@ -48,3 +48,33 @@ def require_program(program: str, hint: str) -> str:
     path = shutil.which(program)
     require(f"program {program!r}", path is not None, hint)
     return path or ""
+
+
+def quantize_asserting_range_warning(x, fmt, **kw):
+    """``quantize(x, fmt, **kw)``, asserting its ``QuantizationRangeWarning``: expected exactly
+    when some block lies outside the range its scale can represent (``clamped_blocks > 0``).
+
+    The warning is given once per format and process, so which test sees it depends on the
+    order tests run in: the call is repeated with the record of formats already warned about
+    cleared, so that it warns (or not) whatever ran before. Returns the quantized tensor.
+    """
+    import re
+    import warnings
+    from unittest import mock
+
+    from coaccel.models.formats import QuantizationRangeWarning, quantize
+    from coaccel.models.formats import _quantized as quantized_module
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", QuantizationRangeWarning)
+        q = quantize(x, fmt, **kw)
+    with mock.patch.object(quantized_module, "_WARNED", set()):
+        if q.clamped_blocks:
+            match = rf"^{re.escape(q.spec.name)}: {q.clamped_blocks} of {q.n_blocks} blocks"
+            with pytest.warns(QuantizationRangeWarning, match=match):
+                quantize(x, fmt, **kw)
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", QuantizationRangeWarning)
+                quantize(x, fmt, **kw)
+    return q

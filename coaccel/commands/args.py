@@ -2,7 +2,11 @@
 
 * Argument types: :func:`int_in` (integers in a range), :func:`comma_list` (no empty entries).
 * Input files: :func:`in_file` refuses a path that is not a regular file (a FIFO or a device
-  would block or never end) before it is read.
+  would block or never end) before it is read, with the reason the system gives (no such file,
+  a parent that is not a folder, no permission).
+* Output files and folders: :func:`out_file` and :func:`out_dir` refuse a FIFO or a device, and
+  check the folder can be written before any work, naming the real reason when it cannot (a
+  read-only file system, no permission, a virtual file system such as ``/proc``).
 * Outputs: :func:`add_out` is the one definition of ``--out``; :func:`add_output_flags` adds
   ``--json`` / ``--quiet``; :class:`Outputs` checks the output folder before any work starts,
   reports progress on stderr, writes the manifest last and prints the result as text or as one
@@ -16,8 +20,11 @@ manifest, written last, lists exactly the files of the latest complete run.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -34,6 +41,7 @@ __all__ = [
     "comma_list",
     "in_file",
     "int_in",
+    "out_dir",
     "out_file",
     "prepare_out_dir",
     "vars_of",
@@ -96,16 +104,123 @@ def in_file(path: Path, flag: str) -> Path:
         The path.
 
     Raises:
-        CoaccelError: it does not exist, or is a folder, a FIFO, a device or a socket.
+        CoaccelError: it does not exist (or a parent is not a folder, or cannot be searched),
+            or is a folder, a FIFO, a device or a socket.
     """
-    from ..dse.store import not_regular
+    from ..spine.trace import not_regular
 
     kind = not_regular(path)
     if kind is not None:
         raise CoaccelError(f"{flag} {str(path)!r} is {kind}, not a regular file")
-    if not path.exists():
-        raise CoaccelError(f"{flag} {str(path)!r}: no such file")
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        raise CoaccelError(f"{flag} {str(path)!r}: no such file") from None
+    except NotADirectoryError:
+        raise CoaccelError(
+            f"{flag} {str(path)!r}: no such file ({_file_above(path)} is a file, not a folder)"
+        ) from None
+    except (OSError, ValueError) as e:
+        raise CoaccelError(f"{flag} {str(path)!r}: cannot read: {_reason(e)}") from None
     return path
+
+
+def _file_above(path: Path) -> str:
+    """The first parent of ``path`` that exists and is not a folder, quoted (or ``"a parent"``)."""
+    for parent in reversed(path.parents):
+        if parent.exists() and not parent.is_dir():
+            return repr(str(parent))
+    return "a parent"
+
+
+def _reason(e: BaseException) -> str:
+    return getattr(e, "strerror", None) or str(e) or type(e).__name__
+
+
+def _mount_of(folder: Path) -> tuple[str, str] | None:
+    """``(mount point, file system type)`` of the mount holding ``folder`` (Linux), or None."""
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return None
+    target = str(folder.resolve())
+    best: tuple[str, str] | None = None
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        point = parts[1].replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) > len(best[0])):
+            best = (point, parts[2])
+    return best
+
+
+# File systems that show the kernel's state: nobody creates files there, whatever the errno.
+_VIRTUAL_FS = {"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs",
+               "configfs", "pstore", "bpf", "efivarfs", "fusectl", "binfmt_misc"}  # fmt: skip
+
+
+def _why_unwritable(folder: Path, e: OSError) -> str:
+    """Why a file cannot be created in an existing folder, in the user's terms."""
+    code = e.errno
+    mount = _mount_of(folder) if folder.is_dir() else None
+    if mount is not None and mount[1] in _VIRTUAL_FS:
+        return (
+            f"it is on the {mount[1]} file system (mounted at {mount[0]}), a view of the "
+            "kernel's state where files cannot be created"
+        )
+    if code == errno.ENOENT and folder.is_dir():
+        # The folder exists, yet creating a file in it answers "no such file": a file system
+        # that holds only the files something else makes.
+        where = f"the {mount[1]} file system (mounted at {mount[0]})" if mount else "a file system"
+        return f"it is on {where}, which does not allow creating files"
+    return _reason(e)
+
+
+def _check_writable_dir(folder: Path, what: str, failing: str = "cannot write there") -> None:
+    """Create and remove a file in an existing folder; raise the real reason when it fails."""
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".write-test-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise CoaccelError(f"{what}: {failing}: {_why_unwritable(folder, e)}") from None
+
+
+def out_dir(path: Path, flag: str = "--out") -> Path:
+    """Check (and create) an output folder before any work, with the real reason when it cannot
+    be used.
+
+    Args:
+        path: the folder.
+        flag: the option's name, for the message.
+
+    Returns:
+        The folder.
+
+    Raises:
+        CoaccelError: it is a file, a FIFO or a device; it cannot be created; files cannot be
+            written in it (a read-only or virtual file system, no permission).
+    """
+    return _out_dir(Path(path), flag, f"{flag} {str(path)!r}")
+
+
+def _out_dir(p: Path, flag: str, label: str) -> Path:
+    from ..spine.trace import not_regular
+
+    kind = not_regular(p)
+    if kind is not None and kind != "a folder":
+        raise CoaccelError(f"{label} is {kind}, not a folder")
+    if p.is_dir():
+        _check_writable_dir(p, label)
+    else:
+        existing = next((q for q in p.parents if q.exists()), None)
+        if existing is not None and not existing.is_dir():
+            raise CoaccelError(f"{label}: cannot create the folder: {str(existing)!r} is a file")
+        if existing is not None:
+            _check_writable_dir(existing, label, "cannot create the folder")
+    return prepare_out_dir(p, flag)
 
 
 def out_file(path: Path, flag: str = "--out") -> Path:
@@ -119,11 +234,18 @@ def out_file(path: Path, flag: str = "--out") -> Path:
         The path.
 
     Raises:
-        CoaccelError: it is a folder, or its folder cannot be created or written.
+        CoaccelError: it is a folder, a FIFO or a device (never opened, so nothing blocks), or
+            its folder cannot be created or written (with the reason).
     """
-    if path.is_dir():
+    from ..spine.trace import not_regular
+
+    kind = not_regular(path)
+    if kind == "a folder":
         raise CoaccelError(f"{flag} {str(path)!r} is a folder; give a file name")
-    prepare_out_dir(path.parent if str(path.parent) else Path("."), flag)
+    if kind is not None:
+        raise CoaccelError(f"{flag} {str(path)!r} is {kind}, not a regular file")
+    folder = path.parent if str(path.parent) else Path(".")
+    _out_dir(folder, flag, f"{flag} {str(folder)!r}")
     return path
 
 
@@ -204,7 +326,7 @@ class Outputs:
     def __init__(self, args: argparse.Namespace, command: str, out: Path | None = None) -> None:
         self.args = args
         self.command = command
-        self.out = prepare_out_dir(out if out is not None else args.out)
+        self.out = out_dir(out if out is not None else args.out)
         self.json = bool(getattr(args, "json", False))
         self.quiet = bool(getattr(args, "quiet", False)) or self.json
         self.t0 = time.perf_counter()

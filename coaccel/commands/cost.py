@@ -123,8 +123,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
     """Write the Yosys-derived calibration file."""
     from ..cost import SYNTH_CALIBRATION_FILE, synth_points, write_synth_calibration
     from ..synth import read_area_csv
-    from .args import out_file
+    from .args import in_file, out_file
 
+    synth_csv = in_file(Path(args.synth_csv), "--synth-csv")
     if args.update_shipped:
         from .. import arch_configs
 
@@ -132,7 +133,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     else:
         out = args.out
     out_file(out)
-    pts = synth_points(read_area_csv(args.synth_csv), weight=args.weight)
+    pts = synth_points(read_area_csv(synth_csv), weight=args.weight)
     path = write_synth_calibration(pts, out)
     if args.json:
         doc = {"points": [{"label": p.label, "um2_per_mac": p.value} for p in pts]}

@@ -196,10 +196,11 @@ def _kernels_cached() -> bool:
 
 def run(args: argparse.Namespace) -> int:
     """Run every stage; returns 0 on success."""
+    from coaccel.commands.args import out_dir
     from coaccel.report.files import prepare_out_dir, write_manifest
     from coaccel.spine.errors import MissingDependencyError
 
-    out = prepare_out_dir(args.out)
+    out = prepare_out_dir(out_dir(args.out))
     import numpy as np
 
     rng = np.random.default_rng(args.seed)

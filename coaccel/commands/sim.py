@@ -82,29 +82,6 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run, command="sim")
 
 
-def _overrides(items: list[str], flag: str = "--set") -> dict[str, Any]:
-    import yaml
-
-    from ..spine.config import ConfigError, Problem
-
-    out: dict[str, Any] = {}
-    problems = []
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            problems.append(
-                Problem("command line", flag, item, f"expected KEY=VALUE, got {item!r}")
-            )
-            continue
-        try:
-            out[key.strip()] = yaml.safe_load(value)
-        except yaml.YAMLError as e:
-            problems.append(Problem("command line", key, value, f"not a YAML value: {e}"))
-    if problems:
-        raise ConfigError(problems)
-    return out
-
-
 def format_header(result: Any) -> str:
     """The first line of every result: target kind, architecture, workload and mode."""
     parts = [getattr(result, "target", ""), getattr(result, "arch", ""),
@@ -155,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
         0 on success (usage and configuration errors raise ``CoaccelError`` / ``ConfigError``,
         reported by the CLI as one line with status 2).
     """
-    from ..simulation import load_arch, simulate
+    from ..simulation import load_arch, load_workload, parse_overrides, simulate
 
     if args.list:
         print(format_kinds())
@@ -164,13 +141,13 @@ def run(args: argparse.Namespace) -> int:
         from ..spine.errors import CoaccelError
 
         raise CoaccelError("ARCH and --workload are required (or --list)")
-    t, arch = load_arch(args.arch, _overrides(args.set))
+    t, arch = load_arch(args.arch, parse_overrides(args.set, "--set", "command line"))
     workload = args.workload if args.scenario is None else f"{args.workload}:{args.scenario}"
     mode = "analytical" if args.analytical else args.mode
-    options = _overrides(args.option, "--option")
+    options = parse_overrides(args.option, "--option", "command line")
     if args.engine is not None:
         options["engine"] = args.engine
-    result = simulate(arch, t.load_workload(workload), mode=mode, **options)
+    result = simulate(arch, load_workload(t, workload), mode=mode, **options)
     if args.json:
         json.dump(result.to_dict(), sys.stdout, indent=1)
         sys.stdout.write("\n")

@@ -41,7 +41,6 @@ import json
 import os
 import socket
 import sqlite3
-import stat
 import time
 import urllib.parse
 from collections.abc import Iterable, Iterator
@@ -50,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from ..spine.errors import CoaccelError
+from ..spine.trace import not_regular  # one definition for every reader: re-exported here
 
 __all__ = [
     "APPLICATION_ID",
@@ -115,36 +115,6 @@ _LEGACY_OBJECTS = {
     ("index", "sqlite_autoindex_points_1"),
     ("index", "sqlite_autoindex_accuracy_1"),
 }
-
-
-def not_regular(path: str | Path) -> str | None:
-    """What a path is when it exists but is not a regular file (or a link to one).
-
-    Reading a FIFO blocks until someone writes to it and ``/dev/zero`` never ends, so commands
-    refuse such paths before opening them.
-
-    Args:
-        path: the path.
-
-    Returns:
-        ``"a folder"``, ``"a named pipe (FIFO)"``, ``"a character device"``, ``"a block
-        device"``, ``"a socket"`` or ``"not a regular file"``; None for a regular file or a
-        path that does not exist.
-    """
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return None
-    if stat.S_ISREG(mode):
-        return None
-    kinds = (
-        (stat.S_ISDIR, "a folder"),
-        (stat.S_ISFIFO, "a named pipe (FIFO)"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    )
-    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def _uri(path: Path, query: str) -> str:
@@ -240,6 +210,11 @@ def inspect_store(path: str | Path) -> str:
             head = f.read(100)
     except FileNotFoundError:
         return "missing"
+    except NotADirectoryError:
+        above = next((q for q in reversed(p.parents) if q.exists() and not q.is_dir()), p.parent)
+        raise CoaccelError(
+            f"store {str(p)!r}: cannot create it: {str(above)!r} is a file, not a folder"
+        ) from None
     except OSError as e:
         raise CoaccelError(f"store {str(p)!r}: cannot read: {e.strerror or e}") from None
     if not head:

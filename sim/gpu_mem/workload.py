@@ -1,42 +1,199 @@
-"""GPU workloads: a trace (a file or an object) or a generator spec (``"splitk:T=131072"``).
+"""GPU workloads: a trace (a file or an object) or a workload string (``"splitk:T=131072"``).
 
 :func:`load_workload` accepts
 
-* a path to a trace file (``.npz``, :meth:`coaccel.trace.Trace.load`);
-* ``"<generator>:<key>=<value>,..."`` naming one of :data:`WORKLOAD_GENERATORS` (the
-  microbenchmarks of :mod:`coaccel.models.gpu.microbench` and the decode workloads registered
-  with :func:`register_generator`), e.g. ``"splitk:context=131072,batch=1"``; ``T`` and ``B``
-  are accepted for ``context`` and ``batch``;
+* a path to a GPU trace file (``.npz``, :meth:`coaccel.trace.Trace.load`; a trace of another
+  kind, such as an HBQ ASIC trace, is refused, naming both kinds);
+* ``"<name>:<key>=<value>,..."`` naming one of :data:`WORKLOAD_STRINGS` (the microbenchmarks of
+  :mod:`coaccel.models.gpu.microbench` and the decode workloads, each declared with its
+  parameters' meaning and bounds: :class:`coaccel.spine.workload_string.StringWorkload`), e.g.
+  ``"splitk:context=131072,batch=1"``; ``T`` and ``B`` are accepted for ``context`` and
+  ``batch``. :func:`coaccel.spine.workload_string.parse_workload_string` checks the string
+  (unknown or repeated keys, missing ones, values out of bounds, a build too large) before
+  anything is built;
 * a :class:`~coaccel.trace.Trace` or a :class:`GpuWorkload`.
 
 A model workload (a shipped model name or a workload YAML file, ``"<model>[:<scenario>]"``) is
-refused with the generator spec of its attention where there is one: the GPU workloads are one
+refused with the workload string of its attention where there is one: the GPU workloads are one
 layer's decode attention, not a model (:func:`_refuse_model_workload`).
 """
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coaccel.models.gpu.microbench import GENERATORS
+from coaccel.models.gpu import microbench as mb
 from coaccel.spine.config import ConfigError, Problem
-from coaccel.spine.trace import Trace, TraceError
+from coaccel.spine.trace import Trace, is_trace_file
 from coaccel.spine.workload import WORKLOAD_NAMES
 from coaccel.spine.workload import load_workload as load_model_workload
-
-__all__ = ["WORKLOAD_GENERATORS", "GpuWorkload", "load_workload", "register_generator"]
-
-ALIASES = {"T": "context", "B": "batch"}
-"""Short parameter names of workload specs."""
-
-WORKLOAD_GENERATORS: dict[str, tuple[Callable[..., Trace], dict[str, Callable[[str], Any]]]] = dict(
-    GENERATORS
+from coaccel.spine.workload_string import (
+    Param,
+    Size,
+    StringWorkload,
+    build_workload_string,
 )
-"""Spec name -> (trace generator, parameter parsers)."""
+
+__all__ = [
+    "TRACE_PRODUCERS",
+    "WORKLOAD_GENERATORS",
+    "WORKLOAD_STRINGS",
+    "GpuWorkload",
+    "load_workload",
+    "register_generator",
+]
+
+TRACE_PRODUCERS = ("coaccel.models.gpu.",)
+"""Producers (name prefixes) of the trace files the GPU simulator reads."""
+
+WORKLOAD_STRINGS: dict[str, StringWorkload] = {}
+"""Workload-string name -> its declaration (:func:`register_generator`)."""
+
+WORKLOAD_GENERATORS: dict[str, tuple[Callable[..., Trace], dict[str, Callable[[str], Any]]]] = {}
+"""Name -> (trace generator, parameter parsers): :data:`WORKLOAD_STRINGS` as earlier versions
+listed it."""
+
+_TILES = 2**22
+_RECORDS = 2**22
+_ELEMENTS = 2**27
+_TOKENS = 2**20
+
+# Parameters shared by several workloads: one definition of their meaning and bounds.
+CONTEXT = Param("context", "tokens in each sequence's KV cache", lo=1, hi=2**24, unit="tokens",
+                aliases=("T",))  # fmt: skip
+BATCH = Param("batch", "sequences decoded together", lo=1, hi=2**16, unit="sequences",
+              aliases=("B",))  # fmt: skip
+Q_HEADS = Param("q_heads", "query heads", lo=1, hi=1024, unit="heads")
+KV_HEADS = Param("kv_heads", "KV heads (q_heads a multiple of it)", lo=1, hi=1024, unit="heads")
+HEAD_DIM = Param("head_dim", "elements per head", lo=1, hi=2048, unit="elements")
+BLOCK_N = Param("block_n", "tokens per K/V tile", lo=1, hi=2**16, unit="tokens")
+SPLITS = Param("splits", "split-K count (default: picked for the SMs)", lo=1, hi=2**16)
+SMS = Param("sms", "SMs the split count is picked for", lo=1, hi=4096, unit="SMs")
+SEED = Param("seed", "seed of the synthetic inputs", lo=0, hi=2**32 - 1)
+_BYTES = 2**40
+
+
+def _bytes(name: str, meaning: str, lo: int = 1) -> Param:
+    return Param(name, meaning, lo=lo, hi=_BYTES, unit="B")
+
+
+def _flag(name: str, meaning: str) -> Param:
+    return Param(name, meaning, kind="flag")
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _tiles(v: Mapping[str, Any]) -> int:
+    return int(v["batch"]) * int(v["kv_heads"]) * _ceil(int(v["context"]), int(v["block_n"]))
+
+
+TILES = Size("K/V tiles (batch x kv_heads x ceil(context / block_n))", _tiles, _TILES)
+
+
+def register_generator(workload: StringWorkload) -> None:
+    """Make ``"<name>:k=v,..."`` a workload string of the GPU simulator.
+
+    Args:
+        workload: its declaration (build function, parameters, sizes).
+
+    Raises:
+        ValueError: the name is taken by another declaration.
+    """
+    have = WORKLOAD_STRINGS.get(workload.name)
+    if have is not None and have is not workload:
+        raise ValueError(f"GPU workload {workload.name!r} is already registered")
+    WORKLOAD_STRINGS[workload.name] = workload
+    WORKLOAD_GENERATORS[workload.name] = (
+        workload.build,
+        {p.name: p.parse for p in workload.params},
+    )
+
+
+def _register_microbenchmarks() -> None:
+    """The microbenchmarks of :mod:`coaccel.models.gpu.microbench`."""
+    ws = _bytes("working_set_bytes", "bytes of the buffer swept")
+    ctas = Param("ctas", "grid size", lo=1, hi=2**20, unit="CTAs")
+    tile = Param("tile_bytes", "bytes one CTA loads per step", lo=1, hi=2**30, unit="B")
+
+    def stream_records(v: Mapping[str, Any]) -> int:
+        return int(v["passes"]) * _ceil(int(v["working_set_bytes"]), int(v["tile_bytes"]))
+
+    register_generator(StringWorkload(
+        "stream", mb.streaming_read,
+        (ws, ctas, tile, Param("passes", "sweeps over the buffer", lo=1, hi=1024)),
+        summary="a read-only sweep over a working set",
+        sizes=(Size("memory records (passes x ceil(working_set_bytes / tile_bytes))",
+                    stream_records, _RECORDS),),
+    ))  # fmt: skip
+
+    def chase_records(v: Mapping[str, Any]) -> int:
+        lines = int(v["working_set_bytes"]) // int(v["line_bytes"])
+        return lines * (2 if v["warm"] else 1) + int(v["steps"])
+
+    register_generator(StringWorkload(
+        "chase", mb.pointer_chase,
+        (_bytes("working_set_bytes", "bytes of the pointer chain"),
+         Param("steps", "dependent loads measured", lo=1, hi=_RECORDS),
+         Param("line_bytes", "spacing of the pointers", lo=8, hi=2**20, unit="B"),
+         SEED, _flag("warm", "walk the whole chain once first")),
+        summary="one warp chasing pointers: latency per level",
+        sizes=(Size("lines and loads (working_set_bytes / line_bytes, twice when warm, + "
+                    "steps)", chase_records, _RECORDS),),
+    ))  # fmt: skip
+
+    def h2d(nbytes: int, pinned: bool = True) -> Trace:
+        return mb.host_copy(nbytes, direction="h2d", pinned=pinned)
+
+    def d2h(nbytes: int, pinned: bool = True) -> Trace:
+        return mb.host_copy(nbytes, direction="d2h", pinned=pinned)
+
+    copied = _bytes("nbytes", "bytes copied", lo=0)
+    pinned = _flag("pinned", "pinned host memory (0: pageable)")
+    for name, fn in (("h2d", h2d), ("d2h", d2h)):
+        register_generator(StringWorkload(name, fn, (copied, pinned),
+                                          summary=f"one {name} copy-engine transfer"))  # fmt: skip
+    register_generator(
+        StringWorkload("bidir", mb.bidirectional_copy, (copied,),
+                       summary="an h2d and a d2h copy at the same time")
+    )  # fmt: skip
+
+    def zc_records(v: Mapping[str, Any]) -> int:
+        return _ceil(int(v["nbytes"]) // int(v["row_bytes"]), 64)
+
+    register_generator(StringWorkload(
+        "zerocopy", mb.zero_copy_read,
+        (_bytes("nbytes", "bytes read from pinned host memory"),
+         Param("row_bytes", "bytes per row", lo=1, hi=2**30, unit="B"),
+         Param("stride_bytes", "bytes between row starts (>= row_bytes)", lo=1, hi=2**30,
+               unit="B"), ctas),
+        summary="CTAs reading pinned host memory in strided rows",
+        sizes=(Size("memory records (nbytes / row_bytes / 64 rows each)", zc_records,
+                    _RECORDS),),
+    ))  # fmt: skip
+
+    def overlap_records(v: Mapping[str, Any]) -> int:
+        return _ceil(int(v["stream_bytes"]), 16384)
+
+    register_generator(StringWorkload(
+        "overlap", mb.copy_compute_overlap,
+        (_bytes("copy_bytes", "bytes of the h2d copy", lo=0),
+         _bytes("stream_bytes", "bytes of the streaming read")),
+        summary="a streaming read and an h2d copy at the same time",
+        sizes=(Size("memory records (stream_bytes / 16384)", overlap_records, _RECORDS),),
+    ))  # fmt: skip
+    register_generator(StringWorkload(
+        "splitk", mb.splitk_decode_traffic,
+        (CONTEXT, BATCH, Param("splits", "split-K count (0: picked for the SMs)", lo=0,
+                               hi=2**16), BLOCK_N, SMS),
+        summary="the memory traffic of split-K decode attention",
+        sizes=(Size("K/V tiles (batch x kv_heads x ceil(context / block_n))", _tiles,
+                    _TILES),),
+    ))  # fmt: skip
 
 
 def _register_decode_workloads() -> None:
@@ -61,8 +218,12 @@ def _register_decode_workloads() -> None:
         shape = decode_shape(batch, context, q_heads, kv_heads, head_dim)
         return flash_decode_trace(shape, block_n=block_n, num_splits=splits, n_sms=sms)
 
-    keys = ("context", "batch", "q_heads", "kv_heads", "head_dim", "block_n", "splits", "sms")
-    register_generator("flashdecode", flashdecode, dict.fromkeys(keys, int))
+    shape_params = (CONTEXT, BATCH, Q_HEADS, KV_HEADS, HEAD_DIM, BLOCK_N, SPLITS, SMS)
+    register_generator(StringWorkload(
+        "flashdecode", flashdecode, shape_params,
+        summary="one FlashDecoding step of one layer's attention",
+        sizes=(TILES,),
+    ))  # fmt: skip
 
     ffd_decode = getattr(gpu_models, "ffd_decode", None)
     ffd_trace = getattr(gpu_models, "ffd_trace", None)
@@ -72,7 +233,7 @@ def _register_decode_workloads() -> None:
     def ffd(
         context: int, batch: int = 1, q_heads: int = 32, kv_heads: int = 8, head_dim: int = 128,
         block_n: int = 128, splits: int | None = None, sms: int | None = None,
-        keep: float | None = None, delta: float = 5.0, seed: int = 0, ref: int = 1,
+        keep: float | None = None, delta: float = 5.0, seed: int = 0, ref: bool = True,
     ) -> Trace:  # fmt: skip
         shape = decode_shape(batch, context, q_heads, kv_heads, head_dim)
         plan = dict(block_n=block_n, num_splits=splits, n_sms=sms)
@@ -82,15 +243,22 @@ def _register_decode_workloads() -> None:
             raise ValueError("ffd with ref=0 (trace only) needs keep=<ratio>")
         return ffd_trace(shape, keep_ratio=keep, seed=seed, **plan)
 
-    parsers: dict[str, Callable[[str], Any]] = dict.fromkeys(keys, int)
-    parsers.update(keep=float, delta=float, seed=int, ref=_flag)
-    register_generator("ffd", ffd, parsers)
+    def ffd_elements(v: Mapping[str, Any]) -> int:
+        if not v["ref"]:
+            return 0
+        return int(v["batch"]) * int(v["context"]) * int(v["kv_heads"]) * int(v["head_dim"])
 
-
-def _flag(text: str) -> int:
-    if text not in ("0", "1"):
-        raise ValueError(text)
-    return int(text)
+    register_generator(StringWorkload(
+        "ffd", ffd,
+        (*shape_params,
+         Param("keep", "forced keep ratio of the K/V blocks (default: top-delta)", kind="float",
+               lo=0, hi=1),
+         Param("delta", "threshold offset, log2 units", kind="float", lo=-64, hi=64),
+         SEED, _flag("ref", "run the reference numerics (0: the trace only, needs keep)")),
+        summary="one FFD (sparse FlashDecoding) step",
+        sizes=(TILES, Size("K/V elements the reference computes on (batch x context x "
+                           "kv_heads x head_dim, with ref=1)", ffd_elements, _ELEMENTS)),
+    ))  # fmt: skip
 
 
 def _register_offload_workloads() -> None:
@@ -118,11 +286,22 @@ def _register_offload_workloads() -> None:
         cfg = nosa_mod.NosaConfig(slots=slots, selector=selector, fetch=link)  # type: ignore[arg-type]
         return nosa_mod.nosa_decode(shape, config=cfg, steps=steps, seed=seed, n_sms=sms).trace
 
-    nosa_parsers: dict[str, Callable[[str], Any]] = dict.fromkeys(
-        ("context", "batch", "slots", "steps", "seed", "sms"), int
-    )
-    nosa_parsers.update(selector=_choice("nosa", "topk"), link=_choice("zero_copy", "dma"))
-    register_generator("nosa", nosa, nosa_parsers)
+    def nosa_tokens(v: Mapping[str, Any]) -> int:
+        return int(v["batch"]) * int(v["context"])
+
+    register_generator(StringWorkload(
+        "nosa", nosa,
+        (CONTEXT, BATCH,
+         Param("slots", "GPU slot budget per sequence and KV head", lo=1, hi=2**16,
+               unit="blocks"),
+         Param("selector", "block selection", kind="choice", choices=("nosa", "topk")),
+         Param("link", "the fetch path", kind="choice", choices=("zero_copy", "dma")),
+         Param("steps", "decode steps of the seeded run", lo=1, hi=4096, unit="steps"),
+         SEED, SMS),
+        summary="a NOSA KV-offload decode run (the trace of its last step)",
+        sizes=(Size("K/V tokens the seeded run computes on (batch x context)", nosa_tokens,
+                    _TOKENS),),
+    ))  # fmt: skip
 
     from coaccel.models.gpu import specter as sp
 
@@ -136,40 +315,23 @@ def _register_offload_workloads() -> None:
         run = sp.specter_decode if mode == "specter" else sp.specter_baseline
         return run(model=model, tokens=tokens, seed=seed).trace
 
-    sp_parsers: dict[str, Callable[[str], Any]] = dict.fromkeys(
-        ("tokens", "K", "slots", "seed"), int
-    )
-    sp_parsers.update(dict.fromkeys(("recall", "accept", "persistence", "zipf"), float))
-    sp_parsers.update(mode=_choice("specter", "baseline"))
-    register_generator("specter", specter, sp_parsers)
+    def share(name: str, meaning: str) -> Param:
+        return Param(name, meaning, kind="float", lo=0, hi=1)
 
-
-def _choice(*valid: str) -> Callable[[str], str]:
-    def parse(text: str) -> str:
-        if text not in valid:
-            raise ValueError(f"{text!r}; valid: {', '.join(valid)}")
-        return text
-
-    return parse
-
-
-def register_generator(
-    name: str, generator: Callable[..., Trace], parsers: dict[str, Callable[[str], Any]]
-) -> None:
-    """Make ``"<name>:k=v,..."`` a workload spec of the GPU simulator.
-
-    Args:
-        name: spec name (``"flashdecode"``).
-        generator: ``generator(**params) -> Trace``.
-        parsers: parameter name -> function parsing its text value.
-
-    Raises:
-        ValueError: the name is taken by another generator.
-    """
-    have = WORKLOAD_GENERATORS.get(name)
-    if have is not None and have[0] is not generator:
-        raise ValueError(f"GPU workload generator {name!r} is already registered")
-    WORKLOAD_GENERATORS[name] = (generator, dict(parsers))
+    register_generator(StringWorkload(
+        "specter", specter,
+        (Param("tokens", "tokens decoded", lo=1, hi=4096, unit="tokens"),
+         Param("K", "draft depth", lo=1, hi=128, unit="tokens"),
+         Param("slots", "resident experts per layer", lo=1, hi=1024, unit="experts"),
+         share("recall", "share of the target's routes the draft predicts"),
+         share("accept", "probability each draft token is accepted"),
+         share("persistence", "probability a token keeps the previous token's expert"),
+         Param("zipf", "exponent of the expert popularity", kind="float", lo=0, hi=16),
+         Param("mode", "Specter or its baseline", kind="choice",
+               choices=("specter", "baseline")),
+         SEED),
+        summary="a Specter MoE expert-offload decode run",
+    ))  # fmt: skip
 
 
 @dataclass(frozen=True, eq=False)
@@ -180,55 +342,19 @@ class GpuWorkload:
     trace: Trace
 
 
-def _spec(text: str) -> GpuWorkload:
-    name, _, rest = text.partition(":")
-    where = "<workload>"
-    if name not in WORKLOAD_GENERATORS:
-        valid = ", ".join(sorted(WORKLOAD_GENERATORS))
-        msg = f"unknown GPU workload {name!r}; valid: {valid} or a trace file (.npz)"
-        close = difflib.get_close_matches(name, list(WORKLOAD_GENERATORS), n=1)
-        if close:
-            msg += f" (did you mean {close[0]!r}?)"
-        raise ConfigError([Problem(where, "workload", text, msg, valid)])
-    gen, parsers = WORKLOAD_GENERATORS[name]
-    kwargs: dict[str, Any] = {}
-    problems = []
-    for item in filter(None, (p.strip() for p in rest.split(","))):
-        k, eq, v = item.partition("=")
-        k = ALIASES.get(k.strip(), k.strip())
-        if not eq or k not in parsers:
-            valid = ", ".join(sorted(parsers))
-            problems.append(
-                Problem(where, f"workload.{k}", item, f"{name} takes key=value with keys {valid}",
-                        valid)
-            )  # fmt: skip
-            continue
-        try:
-            kwargs[k] = parsers[k](v.strip())
-        except ValueError:
-            problems.append(
-                Problem(where, f"workload.{k}", v, f"{v.strip()!r} is not a valid value for {k}")
-            )
-    if problems:
-        raise ConfigError(problems)
-    try:
-        trace = gen(**kwargs)
-    except (TypeError, ValueError) as e:
-        raise ConfigError([Problem(where, "workload", text, str(e))]) from None
-    return GpuWorkload(text, trace)
-
-
 def load_workload(workload: Any) -> GpuWorkload:
     """Load a GPU workload.
 
     Args:
-        workload: a trace path, a generator spec, a :class:`Trace` or a :class:`GpuWorkload`.
+        workload: a GPU trace path, a workload string, a :class:`Trace` or a
+            :class:`GpuWorkload`.
 
     Returns:
         The :class:`GpuWorkload`.
 
     Raises:
-        ConfigError: an unknown generator or key, a bad value, or a file that is not a trace.
+        ConfigError: an unknown workload or key, a bad or out-of-bounds value, a file that is
+            not a trace or a trace of another kind.
     """
     if isinstance(workload, GpuWorkload):
         return workload
@@ -237,13 +363,22 @@ def load_workload(workload: Any) -> GpuWorkload:
         return GpuWorkload(label, workload)
     text = str(workload)
     p = Path(text)
-    if p.suffix == ".npz":
-        try:
-            return GpuWorkload(p.stem, Trace.load(p))
-        except (OSError, TraceError) as e:
-            raise ConfigError([Problem(text, "", None, f"cannot load trace: {e}")]) from None
+    if p.suffix == ".npz" or is_trace_file(p):
+        return GpuWorkload(p.stem, _load_trace(p, text))
     _refuse_model_workload(text)
-    return _spec(text)
+    if ":" not in text and p.exists():  # a file that is neither a trace nor a workload YAML
+        return GpuWorkload(p.stem, _load_trace(p, text))
+    return GpuWorkload(
+        text, build_workload_string(text, WORKLOAD_STRINGS, otherwise="a GPU trace file (.npz)")
+    )
+
+
+def _load_trace(p: Path, text: str) -> Trace:
+    """A GPU trace file; another kind of trace, or a file that is not one, is refused."""
+    try:
+        return Trace.load(p, producers=TRACE_PRODUCERS, reader="the gpu target")
+    except FileNotFoundError:
+        raise ConfigError([Problem(text, "", None, "no such trace file")]) from None
 
 
 def _refuse_model_workload(text: str) -> None:
@@ -279,7 +414,7 @@ def _refuse_model_workload(text: str) -> None:
     )
     msg = (
         f"{wl.label} is a model workload; the GPU simulator runs one layer's decode attention "
-        "(a trace .npz or a generator spec), not a model"
+        "(a trace .npz or a workload string), not a model"
     )
     if sc.phase != "decode":
         msg += f" (and the scenario is a {sc.phase}, the GPU workloads are decode steps)"
@@ -293,5 +428,6 @@ def _refuse_model_workload(text: str) -> None:
     raise ConfigError([Problem(wl.source or text, "workload", text, msg)])
 
 
+_register_microbenchmarks()
 _register_decode_workloads()
 _register_offload_workloads()

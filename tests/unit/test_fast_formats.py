@@ -6,6 +6,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from testkit import quantize_asserting_range_warning
 from vectors import fraction_oracle as orc
 
 from coaccel.models.fast import formats as fast
@@ -128,7 +129,7 @@ def _block_inputs(rng: np.random.Generator, block: int) -> np.ndarray:
 
 def _assert_same(x, fmt, opt, **kw):
     for mode in MODES:
-        a = quantize(x, fmt, rounding=mode, backend="numpy", **opt, **kw)
+        a = quantize_asserting_range_warning(x, fmt, rounding=mode, backend="numpy", **opt, **kw)
         b = quantize(x, fmt, rounding=mode, backend="numba", **opt, **kw)
         assert np.array_equal(a.codes, b.codes), mode
         assert np.array_equal(a.scales, b.scales) and a.scales.dtype == b.scales.dtype, mode
@@ -231,7 +232,7 @@ def _fused_inputs(rng: np.random.Generator, n_cols: int) -> np.ndarray:
 
 
 def _assert_fused_equal(x, fmt, opt, rounding, **kw):
-    a = quantize(x, fmt, rounding=rounding, backend="numpy", **opt, **kw)
+    a = quantize_asserting_range_warning(x, fmt, rounding=rounding, backend="numpy", **opt, **kw)
     b = quantize(x, fmt, rounding=rounding, backend="numba", **opt, **kw)
     assert np.array_equal(a.codes, b.codes) and a.codes.shape == b.codes.shape
     assert np.array_equal(a.scales, b.scales) and a.scales.dtype == b.scales.dtype

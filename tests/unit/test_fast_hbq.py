@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+from testkit import quantize_asserting_range_warning
 
 from coaccel.models.fast import hbq as fast
 from coaccel.models.formats import E2M1, E2M2, _hbq, encode, hbq_spec, quantize
@@ -61,7 +62,9 @@ def input_classes(rng: np.random.Generator, L: int, dtype, spec) -> np.ndarray:
 
 
 def assert_backends_equal(x, fmt_options, rounding, **quant_kw):
-    a = quantize(x, "hbq-a", backend="numpy", rounding=rounding, **quant_kw, **fmt_options)
+    a = quantize_asserting_range_warning(
+        x, "hbq-a", backend="numpy", rounding=rounding, **quant_kw, **fmt_options
+    )
     b = quantize(x, "hbq-a", backend="numba", rounding=rounding, **quant_kw, **fmt_options)
     for f in FIELDS:
         fa, fb = getattr(a, f), getattr(b, f)
@@ -320,7 +323,7 @@ def test_fused_dequantization_equals_the_reference(preset, role):
     x = (rng.standard_t(3, (6, 300)) * 2.0 ** rng.integers(-20, 20, (6, 1))).astype(np.float32)
     for axis in (-1, 0):
         xa = x if axis == -1 else x.T.copy()
-        a = quantize(xa, preset, role=role, backend="numpy", axis=axis)
+        a = quantize_asserting_range_warning(xa, preset, role=role, backend="numpy", axis=axis)
         b = quantize(xa, preset, role=role, backend="numba", axis=axis)
         assert np.array_equal(a.codes, b.codes) and b.extra["backend"] == "numba"
         for dtype in (np.float32, np.float64, np.float16):

@@ -14,6 +14,7 @@ from fractions import Fraction as F
 
 import numpy as np
 import pytest
+from testkit import quantize_asserting_range_warning
 
 from coaccel.models.formats import (
     E2M1,
@@ -470,7 +471,7 @@ def test_reference_equals_fraction_oracle(role, l2, bits, ub, select, rounding):
     rng = np.random.default_rng(ORACLE_CONFIGS.index(config) * 2 + (rounding == "rne"))
     x = random_blocks(rng, 15, 16, np.float32)
     for scale_rounding in ("half_up", "ceil"):
-        q = quantize(
+        q = quantize_asserting_range_warning(
             x,
             "hbq-a",
             backend="numpy",
@@ -506,7 +507,7 @@ def test_float64_inputs_and_extreme_magnitudes_are_exact():
     )
     for role in ("weight", "activation"):
         l2 = "mix" if role == "weight" else "sig1"
-        q = quantize(x, "hbq-a", backend="numpy", role=role, block=8, ub=4)
+        q = quantize_asserting_range_warning(x, "hbq-a", backend="numpy", role=role, block=8, ub=4)
         assert_matches_oracle(q, x, role, l2, 2, 4, "half_away")
 
 
@@ -679,7 +680,7 @@ def test_idempotent_formats(options, rounding):
     # a micro-block >= 7.5 S1 dequantises to >= 8 S1, one below stays <= 7 S1.
     rng = np.random.default_rng(21)
     x = random_blocks(rng, 40, 128, np.float32)
-    q = quantize(x, "hbq-a", rounding=rounding, backend="numpy", **options)
+    q = quantize_asserting_range_warning(x, "hbq-a", rounding=rounding, backend="numpy", **options)
     q2 = quantize(q.dequantize(np.float64), "hbq-a", rounding=rounding, backend="numpy", **options)
     for f in ("codes", "scales", "l2_codes", "scheme"):
         a, b = getattr(q, f), getattr(q2, f)
@@ -696,7 +697,9 @@ def test_requantization_reproduces_codes_when_the_scales_are_unchanged(role):
     x = random_blocks(rng, 120, 128, np.float32) * np.exp(rng.standard_normal((120, 1)))
     x = x.astype(np.float32)
     for rounding in ("half_away", "rne"):
-        q = quantize(x, "hbq-a", role=role, rounding=rounding, backend="numpy")
+        q = quantize_asserting_range_warning(
+            x, "hbq-a", role=role, rounding=rounding, backend="numpy"
+        )
         y = q.dequantize(np.float64)
         q2 = quantize(y, "hbq-a", role=role, rounding=rounding, backend="numpy")
         same = np.ones(x.shape[0], dtype=bool)

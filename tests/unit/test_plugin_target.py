@@ -492,6 +492,10 @@ def test_workloads(sy: SimpleNamespace) -> None:
     assert sy.workload.load_workload("gemm:n=3, k=2 ,M=1").label == "gemm:M=1,K=2,N=3"
     with pytest.raises(ConfigError, match="K given twice"):
         sy.workload.load_workload("gemm:M=1,K=2,K=3,N=4")
+    with pytest.raises(ConfigError, match=r"gemm\.M: must be an integer in 1\.\.16,777,216"):
+        sy.workload.load_workload("gemm:M=1000000000,K=128,N=16")
+    with pytest.raises(ConfigError, match=r"above the limit of 1,099,511,627,776 \(2\^40\)"):
+        sy.workload.load_workload("gemm:M=1000000,K=1280,N=1000000")
     with pytest.raises(ConfigError, match="runs dense models only"):
         sy.workload.load_workload("qwen1.5-moe-a2.7b")
 

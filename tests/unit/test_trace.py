@@ -558,7 +558,7 @@ def test_unreadable_files_raise_trace_error(tmp_path):
     t = sample_trace()
     garbage = tmp_path / "g.npz"
     garbage.write_bytes(b"this is not a zip file at all")
-    with pytest.raises(TraceError, match="not a readable trace file"):
+    with pytest.raises(TraceError, match="not a trace file: it is not an .npz archive"):
         Trace.load(garbage)
     npy = tmp_path / "a.npy"
     np.save(npy, np.arange(3))
@@ -569,7 +569,7 @@ def test_unreadable_files_raise_trace_error(tmp_path):
     arrays["compute"] = np.array([object()], dtype=object)
     with open(pickled, "wb") as f:
         np.savez(f, meta=np.asarray(json.dumps(meta)), **arrays)
-    with pytest.raises(TraceError, match="not a readable trace file"):
+    with pytest.raises(TraceError, match="not a trace file: array .compute. holds Python objects"):
         Trace.load(pickled)
     badjson = tmp_path / "j.npz"
     with open(badjson, "wb") as f:

@@ -136,7 +136,7 @@ def test_gpu_calibrate_errors_are_one_line(tmp_path, capsys) -> None:  # noqa: A
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1
     assert (
-        err[0].startswith("coaccel gpu-calibrate: error: ") and "no such calibration CSV" in err[0]
+        err[0].startswith("coaccel gpu-calibrate: error: ") and "none.csv': no such file" in err[0]
     )
     rc = main(["gpu-calibrate", str(A100_CSV), "--gpu", "h2000", "--out", str(tmp_path / "o")])
     assert rc == 2 and "h2000" in capsys.readouterr().err

@@ -30,7 +30,9 @@ Modules (each lists its public and internal functions):
 * :mod:`._records`: record dtypes, string tables, kinds, units, :class:`TraceError`.
 * :mod:`._storage`: :func:`storage_bytes`.
 * :mod:`._checks`: the checks every trace passes.
-* :mod:`._trace`: :class:`Trace`; :mod:`._io`: its ``.npz`` files.
+* :mod:`._trace`: :class:`Trace`, :func:`trace_kind`, :func:`read_trace_meta`; :mod:`._io`: its
+  ``.npz`` files, :func:`is_trace_file` and :func:`not_regular` (readers refuse a FIFO or a
+  device before opening it).
 * :mod:`._builder`: :class:`TraceBuilder`; :mod:`._store`: how it keeps records.
 
 This package depends on numpy only: ``coaccel.models`` imports it. Import from it (or its public
@@ -38,6 +40,7 @@ alias ``coaccel.trace``), never from the modules.
 """
 
 from ._builder import TraceBuilder
+from ._io import is_trace_file, not_regular
 from ._records import (
     COMPUTE_DTYPE,
     EVENT_DTYPE,
@@ -51,7 +54,7 @@ from ._records import (
     TraceError,
 )
 from ._storage import storage_bytes
-from ._trace import Trace
+from ._trace import Trace, read_trace_meta, trace_kind
 
 __all__ = [
     "COMPUTE_DTYPE",
@@ -66,5 +69,9 @@ __all__ = [
     "Trace",
     "TraceBuilder",
     "TraceError",
+    "is_trace_file",
+    "not_regular",
+    "read_trace_meta",
     "storage_bytes",
+    "trace_kind",
 ]

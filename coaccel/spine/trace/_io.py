@@ -6,8 +6,13 @@ Internal (used by :meth:`Trace.save <coaccel.spine.trace.Trace.save>` and
 * :func:`_write_npz`: the archive, written under a temporary name and renamed, so that an
   interrupted save never leaves a truncated trace.
 * :func:`_read_npz`: the metadata and the four record arrays of an archive (read-only), or a
-  :class:`~._records.TraceError` that says what is wrong with the file.
+  :class:`~._records.TraceError` that says what is wrong with the file;
+  :func:`_read_meta`: the metadata alone.
 * :func:`_upgrade_v1`: the version-2 form of a version-1 trace (docs/trace.md, "Versioning").
+
+Public (exported by :mod:`coaccel.spine.trace`): :func:`not_regular` (what a path is when it is
+not a regular file: every reader refuses a FIFO or a device before opening it) and
+:func:`is_trace_file` (a zip archive, as every trace file is, judged by its first bytes).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,7 +30,90 @@ import numpy as np
 
 from ._records import _DTYPES, _KINDS, _V1_DTYPES, TRACE_VERSION, UNITS, TraceError, _field_names
 
-__all__: list[str] = []
+__all__ = ["is_trace_file", "not_regular"]
+
+# Every .npz file is a zip archive: local file header, or the end record of an empty archive.
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+
+
+def not_regular(path: str | Path) -> str | None:
+    """What a path is when it exists but is not a regular file (or a link to one).
+
+    Reading a FIFO blocks until someone writes to it and ``/dev/zero`` never ends, so every
+    reader refuses such paths before opening them.
+
+    Args:
+        path: the path.
+
+    Returns:
+        ``"a folder"``, ``"a named pipe (FIFO)"``, ``"a character device"``, ``"a block
+        device"``, ``"a socket"`` or ``"not a regular file"``; None for a regular file or a
+        path that does not exist.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):  # ValueError: a NUL byte in the path
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    kinds = (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def is_trace_file(path: str | Path) -> bool:
+    """Whether a path is a regular file that starts like a trace file (a zip archive).
+
+    Judged by the first bytes, never by the suffix, and without opening anything but a regular
+    file.
+
+    Args:
+        path: the path.
+
+    Returns:
+        True for a regular file that starts with a zip signature (every ``.npz`` does).
+    """
+    if not_regular(path) is not None:
+        return False
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) in _ZIP_MAGIC
+    except (OSError, ValueError):
+        return False
+
+
+def _check_trace_file(path: str | Path) -> None:
+    """Refuse, before numpy opens it, what cannot be a trace file.
+
+    ``numpy.load`` would block on a FIFO, never end on ``/dev/zero``, and answer a short file
+    with advice about unpickling: the file is refused here with what it is instead.
+
+    Raises:
+        TraceError: a folder, FIFO or device; a file that does not start like a zip archive.
+        FileNotFoundError: no such file.
+    """
+    kind = not_regular(path)
+    if kind is not None:
+        raise TraceError(f"{path}: not a trace file: it is {kind}")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise TraceError(f"{path}: cannot read: {e.strerror or e}") from None
+    if head not in _ZIP_MAGIC:
+        what = (
+            "it is empty"
+            if not head
+            else "it is not an .npz archive: it does not start with the zip signature"
+        )
+        raise TraceError(f"{path}: not a trace file: {what}")
 
 
 def _write_npz(
@@ -55,34 +144,70 @@ def _read_npz(path: str | Path) -> tuple[Any, dict[str, np.ndarray]]:
         TraceError: not a trace archive, unexpected arrays, or metadata that is not JSON.
         FileNotFoundError: no such file.
     """
+    meta, arrays = _read(path, records=True)
+    return meta, arrays
+
+
+def _read_meta(path: str | Path) -> Any:
+    """The metadata of a trace file (parsed JSON, not yet checked), without reading the records.
+
+    Raises:
+        TraceError: not a trace archive, or metadata that is not JSON text.
+        FileNotFoundError: no such file.
+    """
+    return _read(path, records=False)[0]
+
+
+def _read(path: str | Path, *, records: bool) -> tuple[Any, dict[str, np.ndarray]]:
+    _check_trace_file(path)
     try:
-        with contextlib.ExitStack() as stack:
-            z = np.load(path, allow_pickle=False)
-            if not isinstance(z, np.lib.npyio.NpzFile):
-                raise TraceError(f"{path}: not an .npz archive")
-            stack.enter_context(z)
+        with np.load(path, allow_pickle=False) as z:
             keys = set(z.files)
             expected = {"meta", *_KINDS}
-            if keys != expected:
+            if keys != expected and (records or "meta" not in keys):
                 raise TraceError(
                     f"{path}: arrays {sorted(keys)} in the file, expected {sorted(expected)}"
                 )
-            raw = z["meta"]
+            raw = _member(z, "meta", path)
             if raw.dtype.kind != "U" or raw.ndim != 0:
                 raise TraceError(f"{path}: 'meta' must be a 0-d unicode array (JSON text)")
             meta = json.loads(str(raw))
-            arrays = {k: z[k] for k in _KINDS}
+            arrays = {k: _member(z, k, path) for k in _KINDS} if records else {}
             for a in arrays.values():
                 a.flags.writeable = False  # ours alone: no defensive copy needed
-    except FileNotFoundError:
-        raise
-    except TraceError:
+    except (FileNotFoundError, TraceError):
         raise
     except json.JSONDecodeError as e:
         raise TraceError(f"{path}: metadata is not valid JSON: {e}") from None
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
-        raise TraceError(f"{path}: not a readable trace file: {e}") from None
+    except RecursionError:
+        raise TraceError(f"{path}: metadata is nested too deeply to be a trace's") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError) as e:
+        raise TraceError(f"{path}: not a trace file: a damaged zip archive ({e})") from None
+    except (ValueError, OSError, EOFError, KeyError, TypeError) as e:
+        # A truncated or damaged member: numpy's words, on one line, after what the file is.
+        raise TraceError(f"{path}: not a trace file: {_one_line(e)}") from None
     return meta, arrays
+
+
+def _member(z: Any, name: str, path: str | Path) -> np.ndarray:
+    """One array of an archive; a member numpy cannot read without unpickling is refused."""
+    try:
+        return np.asarray(z[name])
+    except ValueError as e:
+        if "pickle" in str(e):
+            raise TraceError(
+                f"{path}: not a trace file: array {name!r} holds Python objects, which coaccel "
+                "never loads (a trace holds plain numeric arrays)"
+            ) from None
+        raise TraceError(
+            f"{path}: not a trace file: array {name!r} is not a readable .npy array "
+            f"({_one_line(e)})"
+        ) from None
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return text[:200] or type(e).__name__
 
 
 def _upgrade_v1(

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import CoaccelError
+
 __all__ = [
     "COMPUTE_DTYPE",
     "EVENT_DTYPE",
@@ -192,8 +194,11 @@ UNITS: Mapping[str, str] = {
 """Units of the numeric columns, stored in every trace's ``meta["units"]``."""
 
 
-class TraceError(ValueError):
-    """A trace that breaks the contract: bad dtype, version, table index, field value or file."""
+class TraceError(CoaccelError, ValueError):
+    """A trace that breaks the contract: bad dtype, version, table index, field value or file.
+
+    A :class:`~coaccel.errors.CoaccelError` (the command line reports it as one line), and a
+    ``ValueError`` as it always was."""
 
 
 # Launch geometry of a kernel_begin event (0 = unknown; 0 on every other event).

@@ -1,7 +1,8 @@
 """The trace: metadata plus four read-only columnar record arrays, checked on construction.
 
 Public: :class:`Trace` (string tables and decoding, byte and MAC totals, a summary,
-concatenation, save / load, bit-exact comparison).
+concatenation, save / load, bit-exact comparison), :func:`trace_kind` (the kind of trace a
+producer makes) and :func:`read_trace_meta` (a file's metadata, without its records).
 
 Internal: :func:`_max_seq`, :func:`_max_kernel` and :func:`_parts` (the offsets and
 per-part metadata of :meth:`Trace.concat`).
@@ -9,7 +10,7 @@ per-part metadata of :meth:`Trace.concat`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,10 +19,76 @@ import numpy as np
 import numpy.typing as npt
 
 from ._checks import _check_columns, _check_kernels, _check_meta, _check_placement, _normalize_json
-from ._io import _read_npz, _upgrade_v1, _write_npz
+from ._io import _read_meta, _read_npz, _upgrade_v1, _write_npz
 from ._records import _DTYPES, _KINDS, TABLE_FIELDS, TraceError, _rw_code
 
-__all__ = ["Trace"]
+__all__ = ["Trace", "read_trace_meta", "trace_kind"]
+
+_MODELS = "coaccel.models."
+
+
+def trace_kind(producer: str) -> str:
+    """The kind of trace a producer makes: the reference family that wrote it.
+
+    ``"coaccel.models.gpu.flashdecode"`` -> ``"gpu"``, ``"coaccel.models.hbq.gemm"`` ->
+    ``"hbq"``; a producer outside coaccel's references is its own first dotted name (a plug-in
+    package's). A concatenation of producers (``"a+b"``) is the ``+`` of their kinds.
+
+    Args:
+        producer: a trace's ``meta["producer"]``.
+
+    Returns:
+        The kind (``""`` for an empty producer).
+    """
+    kinds = []
+    for one in str(producer).split("+"):
+        one = one.strip()
+        family = one[len(_MODELS) :] if one.startswith(_MODELS) else one
+        kinds.append(family.split(".", 1)[0])
+    return "+".join(dict.fromkeys(kinds))
+
+
+def _producers(meta: Mapping[str, Any]) -> list[str]:
+    parts = meta.get("parts")
+    if isinstance(parts, list) and parts:
+        return [str(p.get("producer", "")) for p in parts if isinstance(p, Mapping)]
+    return [str(meta.get("producer", ""))]
+
+
+def read_trace_meta(path: str | Path) -> dict[str, Any]:
+    """The metadata of a trace file, without reading its records (a cheap look at a file).
+
+    Args:
+        path: the ``.npz`` file.
+
+    Returns:
+        The metadata as stored (``producer``, ``workload``, ... as :class:`Trace` documents);
+        only its being a JSON object is checked.
+
+    Raises:
+        TraceError: not a trace file (a FIFO, a device, not a zip archive, no metadata).
+        FileNotFoundError: no such file.
+    """
+    meta = _read_meta(path)
+    if not isinstance(meta, dict):
+        raise TraceError(f"{path}: metadata must be a JSON object, got {type(meta).__name__}")
+    return meta
+
+
+def _check_producer(
+    meta: Mapping[str, Any], path: str | Path, producers: Sequence[str], reader: str
+) -> None:
+    """Refuse a trace none of whose producers ``producers`` (name prefixes) accepts."""
+    got = _producers(meta)
+    if all(any(p.startswith(ok) for ok in producers) for p in got):
+        return
+    producer = "+".join(got)
+    wanted = sorted({trace_kind(ok.rstrip(".")) for ok in producers})
+    names = ", ".join(f"{ok.rstrip('.')}.*" if ok.endswith(".") else ok for ok in producers)
+    raise TraceError(
+        f"{path}: a {trace_kind(producer)!r} trace (producer {producer!r}); {reader} reads "
+        f"only {' or '.join(repr(w) for w in wanted)} traces (producer {names})"
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -235,23 +302,40 @@ class Trace:
         """
         _write_npz(path, self.meta, {k: getattr(self, k) for k in _KINDS}, compress=compress)
 
+    @property
+    def kind(self) -> str:
+        """The kind of trace (:func:`trace_kind` of its producer): ``"gpu"``, ``"hbq"``, ..."""
+        return trace_kind(self.meta["producer"])
+
     @classmethod
-    def load(cls, path: str | Path) -> Trace:
+    def load(
+        cls, path: str | Path, *, producers: Sequence[str] | None = None, reader: str = ""
+    ) -> Trace:
         """Read and validate a trace written by :meth:`save`.
+
+        The file is refused before numpy opens it when it is not a regular file (a FIFO, a
+        device) or does not start like a zip archive; nothing in it is ever unpickled.
 
         Args:
             path: the ``.npz`` file.
+            producers: the producers (names, or prefixes ending in ``.``: ``"coaccel.models.gpu."``)
+                whose traces the caller can read; None: any. Checked on the metadata, before
+                the records are.
+            reader: who reads it, for the message (``"the gpu target"``).
 
         Returns:
             The trace, bit-identical to the one saved. A version-1 file comes back as the
             version-2 trace it stands for (:func:`~._io._upgrade_v1`; docs/trace.md).
 
         Raises:
-            TraceError: not a trace file, unsupported version, wrong dtypes, out-of-table
-                indices or invalid field values (the message says which).
+            TraceError: not a trace file, a trace of a producer ``producers`` does not name,
+                unsupported version, wrong dtypes, out-of-table indices or invalid field values
+                (the message says which).
             FileNotFoundError: no such file.
         """
         meta, arrays = _read_npz(path)
+        if producers is not None and isinstance(meta, dict):
+            _check_producer(meta, path, producers, reader or "the reader")
         try:
             if isinstance(meta, dict) and meta.get("version") == 1:
                 meta, arrays = _upgrade_v1(meta, arrays)

@@ -78,11 +78,12 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         0.
     """
-    from coaccel.commands.args import Outputs
+    from coaccel.commands.args import Outputs, in_file
     from coaccel.sim.gpu_mem import load_arch
     from coaccel.targets.gpu.fit import fit_gpu, read_calibration_csv
     from coaccel.targets.gpu.validation_report import format_calibration, write_calibration_report
 
+    in_file(Path(args.csv), "CSV")
     run_ = Outputs(args, "coaccel gpu-calibrate")
     rows = read_calibration_csv(args.csv)
     gpu = str(args.gpu)

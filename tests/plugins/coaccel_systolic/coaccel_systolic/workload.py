@@ -88,6 +88,11 @@ class GemmWorkload:
     notes: tuple[str, ...] = ()
 
 
+MAX_DIM = 1 << 24
+"""Largest M, K or N a ``gemm:`` string may ask for (far above any model's dimension)."""
+MAX_MACS = 1 << 40
+"""Largest M x K x N a ``gemm:`` string may ask for, so that a typo never runs for hours."""
+
 _GEMM_RE = re.compile(r"^gemm:(.*)$", re.IGNORECASE)
 
 
@@ -125,10 +130,11 @@ def parse_gemm(text: str) -> GemmWorkload:
             v = int(value.strip())
         except ValueError:
             v = 0
-        if v < 1:
+        if not 1 <= v <= MAX_DIM:
             problems.append(
-                Problem(text, f"gemm.{key}", value, "must be an integer >= 1", "an integer >= 1")
-            )
+                Problem(text, f"gemm.{key}", value, f"must be an integer in 1..{MAX_DIM:,}",
+                        f"an integer in 1..{MAX_DIM:,}")
+            )  # fmt: skip
             continue
         sizes[key] = v
     missing = [k for k in ("M", "K", "N") if k not in sizes]
@@ -142,6 +148,12 @@ def parse_gemm(text: str) -> GemmWorkload:
                 "M, K, N",
             )
         )
+    if not problems and sizes["M"] * sizes["K"] * sizes["N"] > MAX_MACS:
+        macs = sizes["M"] * sizes["K"] * sizes["N"]
+        problems.append(
+            Problem(text, "gemm", body, f"M x K x N = {macs:,} MACs is above the limit of "
+                    f"{MAX_MACS:,} (2^40): split the GEMM")
+        )  # fmt: skip
     if problems:
         raise ConfigError(problems)
     label = f"gemm:M={sizes['M']},K={sizes['K']},N={sizes['N']}"
