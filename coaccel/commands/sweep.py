@@ -392,13 +392,14 @@ def _print_summary(s: Any, store: Any, store_path: Path, exported: Path | None, 
                 f"{st.evaluated} evaluated ({st.failed} failed)"
             )
     if say and s.accuracy_data is not None:
-        what = (
-            "all-MiniLM-L6-v2 weights and activations"
-            if s.accuracy_data == "real"
-            else "a seeded synthetic GEMM problem"
-        )
+        if s.accuracy_data.startswith("perplexity:"):
+            what = f"{s.accuracy_data.partition(':')[2]} perplexity on real text"
+        elif s.accuracy_data == "real":
+            what = "GEMM-output SQNR on all-MiniLM-L6-v2 weights and activations"
+        else:
+            what = "GEMM-output SQNR on a seeded synthetic GEMM problem"
         print(
-            f"  accuracy: GEMM-output SQNR on {what}; {s.accuracy_studies} format "
+            f"  accuracy: {what}; {s.accuracy_studies} format "
             "setting(s) scored now, the others from the store's cache"
         )
     if say and exported is not None:

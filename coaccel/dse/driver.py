@@ -153,7 +153,8 @@ class SweepSummary:
         failed: of those, the ones that raised.
         elapsed_s: wall time of the evaluation, s.
         stages: one summary per stage.
-        accuracy_data: the data the accuracy study used (``real``, ``synthetic``), or None.
+        accuracy_data: what the accuracy study used: ``real`` or ``synthetic`` (GEMM-output
+            SQNR), ``perplexity:<model>`` (a real decoder's perplexity), or None.
         accuracy_studies: format settings the accuracy study scored now (not from the cache).
     """
 
@@ -739,9 +740,16 @@ def _run(
         sum(s.failed for s in summaries),
         time.perf_counter() - sw.t0,
         tuple(summaries),
-        None if ls.accuracy is None else ls.accuracy.data,
+        _accuracy_data(ls),
         0 if sw.scorer is None else sw.scorer.studies_run,
     )
+
+
+def _accuracy_data(ls: LoadedSpec) -> str | None:
+    acc = ls.accuracy
+    if acc is None:
+        return None
+    return f"perplexity:{acc.model}" if acc.measure == "perplexity" else acc.data
 
 
 def _select(

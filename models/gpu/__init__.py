@@ -23,8 +23,10 @@
 See ``docs/gpu_decode.md``.
 """
 
-from . import _bf16, _splitk, _trace, ffd, flashdecode, nosa, specter
+from . import _bf16, _ffd_real, _nosa_real, _splitk, _trace, ffd, flashdecode, nosa, specter
 from ._bf16 import *  # noqa: F403  (curated by each module's __all__)
+from ._ffd_real import *  # noqa: F403
+from ._nosa_real import *  # noqa: F403
 from ._splitk import *  # noqa: F403
 from ._trace import *  # noqa: F403
 from .ffd import *  # noqa: F403
@@ -38,6 +40,8 @@ __all__ = [
     *_trace.__all__,
     *flashdecode.__all__,
     *ffd.__all__,
+    *_ffd_real.__all__,
+    *_nosa_real.__all__,
     *nosa.__all__,
     *specter.__all__,
 ]

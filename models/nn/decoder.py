@@ -734,7 +734,7 @@ def pydoc_text(max_chars: int = 6000, *, min_topic_chars: int = 1500) -> str:
     """
     from pydoc_data.topics import topics
 
-    from .real_attention import prose
+    from ._text import prose
 
     if max_chars < 1:
         raise ValueError(f"max_chars must be >= 1, got {max_chars}")

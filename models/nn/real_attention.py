@@ -20,7 +20,6 @@ to token changes, which the Delta-Key threshold acts on, are the model's own.
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from ._text import prose
 from .minilm import MiniLM
 from .synthetic_attention import AttentionTensors
 
@@ -43,8 +43,6 @@ __all__ = [
     "prose",
     "pydoc_passages",
 ]
-
-_UNDERLINE = re.compile(r"^[*=\-~^\"']{3,}\s*$")
 
 
 @dataclass(frozen=True)
@@ -69,28 +67,6 @@ class Passage:
     def tokens(self) -> int:
         """Tokens used, T."""
         return int(self.ids.shape[0])
-
-
-def prose(text: str) -> str:
-    """The English prose of a pydoc topic: paragraphs that are not code, grammar or headings.
-
-    A paragraph is a run of non-blank lines. It is dropped when its first line is indented (the
-    topics indent code examples, grammar productions and tables) or when it is only a heading
-    and its underline. Whitespace inside a paragraph is collapsed.
-
-    Args:
-        text: one ``pydoc_data.topics.topics`` value.
-
-    Returns:
-        The kept paragraphs joined by blank lines.
-    """
-    kept: list[str] = []
-    for para in re.split(r"\n\s*\n", text):
-        lines = [ln for ln in para.split("\n") if ln.strip()]
-        if not lines or lines[0][:1].isspace() or any(_UNDERLINE.match(ln) for ln in lines):
-            continue
-        kept.append(" ".join(" ".join(ln.split()) for ln in lines))
-    return "\n\n".join(kept)
 
 
 def pydoc_passages(model: MiniLM, n: int = 2, tokens: int = 512) -> list[Passage]:
@@ -230,7 +206,7 @@ def decoder_attention(
         ``causal_model=True``); q is before the attention scale, which the attention references
         apply. The source label is ``"<model name>:layer<i>:<topic>"``.
     """
-    from .decoder import AttentionRecorder
+    from ._decoder_state import AttentionRecorder
 
     n_layers = int(model.config.num_layers)
     keep = list(range(n_layers)) if layers is None else [int(i) for i in layers]

@@ -360,7 +360,7 @@ def test_validation_rows_speedup_below_bound_and_error_against_keep() -> None:
     )  # fmt: skip
     speed = [a for a in anchors if a.group == "w2"]
     err = [a for a in anchors if a.group == "w2_error"]
-    assert len(speed) == 4 and len(err) == 5 and len(notes) == 2
+    assert len(speed) == 4 and len(err) == 5 and len(notes) == 3
     sp = [a.ours for a in speed[:3]]
     assert sp[0] > sp[1] > sp[2] > 1  # fewer kept blocks, faster
     assert all(a.ours <= a.paper for a in speed[:3])  # never past the bandwidth bound

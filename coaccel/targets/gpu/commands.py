@@ -14,6 +14,8 @@ EPILOG = """\
 examples:
   coaccel validate gpu                        every anchor, 24 points per curve
   coaccel validate gpu --points 0 --out /tmp/v
+  coaccel validate gpu --no-real              leave out the real-input (SmolLM2) rows
+  coaccel validate gpu --real-contexts 512,1024 --real-passages 1
 """
 
 
@@ -58,6 +60,26 @@ def register_validate(sub: Any) -> None:
         help="skip the W3 NOSA and W4 Specter rows (offload speedups, W3 output error)",
     )
     g.add_argument(
+        "--no-real",
+        action="store_true",
+        help="skip the real-input rows (FFD keep ratio, errors, perplexity and speedup, NOSA "
+        "recall and misses on SmolLM2-135M decode steps; a few minutes of CPU at the defaults)",
+    )
+    g.add_argument(
+        "--real-contexts",
+        type=_contexts,
+        default=None,
+        metavar="T,T,...",
+        help="contexts of the real-input rows, tokens (default 512,1024,2048,4096)",
+    )
+    g.add_argument(
+        "--real-passages",
+        type=int_in(1),
+        default=None,
+        metavar="N",
+        help="text windows of the real-input rows (default 2)",
+    )
+    g.add_argument(
         "--points",
         type=int_in(0),
         default=24,
@@ -90,8 +112,33 @@ def run_validate(args: argparse.Namespace) -> int:
         points=args.points,
         ffd=not args.no_ffd,
         offload=not args.no_offload,
+        real=not args.no_real,
+        real_sizes=_real_sizes(args),
         progress=run.progress,
     )
     paths = write_gpu_validation_report(v, run.out)
     doc = {"targets": validation_rows(v), "notes": list(v.notes)}
     return run.finish(paths, text=format_gpu_validation(v), doc=doc)
+
+
+def _contexts(text: str) -> tuple[int, ...]:
+    """``--real-contexts``: comma-separated token counts, each 16 .. 8192 (SmolLM2's context)."""
+    try:
+        values = tuple(int(t) for t in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers like 512,1024; got {text!r}") from None
+    bad = [v for v in values if not 16 <= v <= 8192]
+    if not values or bad:
+        raise argparse.ArgumentTypeError(
+            f"contexts must be in 16..8192 tokens (SmolLM2-135M's context); got {text!r}"
+        )
+    return tuple(sorted(set(values)))
+
+
+def _real_sizes(args: argparse.Namespace) -> dict[str, Any] | None:
+    sizes: dict[str, Any] = {}
+    if args.real_contexts is not None:
+        sizes["contexts"] = args.real_contexts
+    if args.real_passages is not None:
+        sizes["passages"] = args.real_passages
+    return sizes or None

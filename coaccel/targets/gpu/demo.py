@@ -1,4 +1,5 @@
-"""The GPU target's stage of ``coaccel demo``: FlashDecoding, W1 time, W3 offload."""
+"""The GPU target's stage of ``coaccel demo``: FlashDecoding, W1 time, W3 offload, and FFD's keep
+decisions on a real decoder's decode steps."""
 
 from __future__ import annotations
 
@@ -63,6 +64,7 @@ def stage_gpu(out: Path, rng: np.random.Generator) -> None:
                 print(f"  {arch.name:<9} {t:>7} {sec * 1e6:>9.1f} {kv / sec / 1e12:>9.2f}")
     print(f"  wrote {path}")
     _gpu_offload(out, rng, h200)
+    _gpu_real_ffd()
 
 
 def _gpu_offload(out: Path, rng: np.random.Generator, h200: Any) -> None:
@@ -108,3 +110,28 @@ def _gpu_offload(out: Path, rng: np.random.Generator, h200: Any) -> None:
                 f"{sec['zero_copy'] * 1e6:>12.1f} {sec['dma'] * 1e6:>8.1f}"
             )
     print(f"  wrote {path}")
+
+
+def _gpu_real_ffd() -> None:
+    """One real-input row: FFD's keep ratio and selection error on SmolLM2-135M's decode steps
+    at 512 tokens (one short window of Python documentation prose, a few seconds), or the
+    install command when the model package is missing."""
+    from coaccel.spine.errors import MissingDependencyError
+    from coaccel.targets.gpu.ffd_real import ffd_real_stats
+    from coaccel.targets.gpu.real_inputs import collect_real_decode, spread
+
+    t0 = time.perf_counter()
+    try:
+        sample = collect_real_decode(contexts=(512,), passages=1, steps=4)
+    except MissingDependencyError as e:
+        print(f"  W2 FFD on a real decoder: skipped ({e})")
+        return
+    st = ffd_real_stats(sample, ppl_steps=0, kernel_error=False)
+    keep, sd, n = spread(st.keep_per_step(0))
+    err = float(np.median(st.sel_error[:, 0]))
+    print(
+        f"  W2 FFD keep decisions on {sample.model.name} decode steps at T=512 (real data, "
+        f"delta=5): keep ratio {keep:.3f} ± {sd:.3f} (N={n} steps x {len(st.layers)} layers), "
+        f"median selection error {err:.3g}; {time.perf_counter() - t0:.1f} s "
+        "(coaccel validate gpu runs 512 ... 4096 tokens)"
+    )

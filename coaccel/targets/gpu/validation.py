@@ -29,10 +29,17 @@ Groups, each judged by one rule:
     against the bandwidth-bound time of its bytes at the measured plateau ([DERIVED] 512 MiB /
     3.89 TB/s = 138 us at 128K on an H200), predicted;
   - W2 FFD (:mod:`coaccel.targets.gpu.ffd`): speedup over W1 against keep ratio beside the
-    traffic bound and the paper's 11.6x at 256K; W3 NOSA and W4 Specter
-    (:mod:`coaccel.targets.gpu.offload`) against their papers' headline ratios; predicted.
-* ``w2_error``, ``w3_error``: attention-output error against dense attention; no published
-  figure (status ``no paper value``).
+    traffic bound and the paper's 11.6x at 256K, on seeded keep masks (``w2``) and with the
+    keep ratios of a real decoder (``w2_real``, :mod:`coaccel.targets.gpu.ffd_real`); W3 NOSA
+    and W4 Specter (:mod:`coaccel.targets.gpu.offload`) against their papers' headline ratios;
+    predicted.
+* ``w2_error``, ``w3_error``: attention-output error against dense attention on synthetic
+  inputs; no published figure (status ``no paper value``).
+* ``w2_keep``, ``w2_real_error``, ``w2_ppl``, ``w3_real``: measurements on a real decoder's
+  decode steps (:mod:`coaccel.targets.gpu.validation_real`): FFD's keep ratio, selection and
+  kernel error, perplexity change; NOSA's recall of the oracle blocks and host fetches per
+  step. No published figure: each shows our mean with its standard deviation (status
+  ``no paper value``).
 * ``curve_mape``: **absolute** — the mean absolute percentage error of our curve against a
   measured (or derived) one, ``ok`` at most :data:`CURVE_MAPE_PCT` points from 0 %.
 * ``curve_r``: **absolute** — the Pearson correlation of the same curve, ``ok`` within
@@ -327,6 +334,8 @@ def validate_gpu(
     ffd_context: int | None = None,
     ffd_error_context: int = 16384,
     offload: bool = True,
+    real: bool = True,
+    real_sizes: Mapping[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Validation:
     """Run every anchor, curve and tier comparison.
@@ -343,7 +352,16 @@ def validate_gpu(
         ffd_error_context: context of the W2 accuracy rows, tokens.
         offload: also compare W3 NOSA and W4 Specter with their papers' headline ratios
             (:mod:`coaccel.targets.gpu.offload`).
-        progress: called with one line as each group of rows starts.
+        real: with ``ffd`` / ``offload``, also run the real-input rows: FFD's keep ratio,
+            errors, perplexity change and speedup, and NOSA's recall and misses, on a real
+            decoder's decode steps (:mod:`coaccel.targets.gpu.real_inputs`; about two minutes
+            on one core at the default sizes). Without the model packages these rows are left
+            out and a note says how to install them.
+        real_sizes: keyword arguments of
+            :func:`~coaccel.targets.gpu.real_inputs.collect_real_decode` (``model``,
+            ``contexts``, ``passages``, ``steps``) and ``nosa_contexts`` (contexts of the NOSA
+            replay, default the two largest); None: the defaults.
+        progress: called with one line as each group of rows starts (and per real-input step).
 
     Returns:
         The :class:`~coaccel.validate.targets.Validation` (``sim_mode`` = ``mode``; module
@@ -379,29 +397,49 @@ def validate_gpu(
     _pcie_rows(archs, mode, sim, rows)
     say(f"W1 FlashDecoding time against context ({len(contexts)} contexts per GPU)")
     _w1_rows(archs, bands, mode, sim, contexts, fig, rows, notes)
-    if ffd:
-        from coaccel.targets.gpu.ffd import ffd_validation
-
-        context = ffd_context or int(fig["ffd.context"].value)
-        say(f"W2 FFD speedup and error at {context} tokens")
-        w2_rows, w2_notes = ffd_validation(
-            archs, bands, sim, mode="analytical" if mode == "auto" else mode,
-            context=context, error_context=ffd_error_context,
-        )  # fmt: skip
-        rows.extend(w2_rows)
-        notes.extend(w2_notes)
     if tiers:
         say("analytical vs cycle tier")
         rows.extend(_tier_rows(archs["h200"], sim))
-    if offload:
+    an_mode = "analytical" if mode == "auto" else mode
+    opts = dict(ffd=ffd, real=real, offload=offload, real_sizes=real_sizes)
+    _workload_rows(archs, bands, sim, an_mode, fig, opts, (ffd_context, ffd_error_context),
+                   rows, notes, say)  # fmt: skip
+    return Validation(targets=tuple(rows), sim_mode=mode, notes=tuple(notes))
+
+
+def _workload_rows(
+    archs: Mapping[str, Any], bands: Mapping[str, Any], sim: Simulate, mode: str,
+    fig: Mapping[str, PublishedFigure], opts: Mapping[str, Any], ffd_sizes: tuple[Any, int],
+    rows: list[Target], notes: list[str], say: Callable[[str], None],
+) -> None:  # fmt: skip
+    """The W2 (synthetic), real-input (W2, W3) and W3 / W4 offload rows that ``opts`` asks
+    for (the keywords of :func:`validate_gpu` of the same names)."""
+    if opts["ffd"]:
+        from coaccel.targets.gpu.ffd import ffd_validation
+
+        context = ffd_sizes[0] or int(fig["ffd.context"].value)
+        say(f"W2 FFD speedup and error at {context} tokens")
+        w2_rows, w2_notes = ffd_validation(
+            archs, bands, sim, mode=mode, context=context, error_context=ffd_sizes[1]
+        )
+        rows.extend(w2_rows)
+        notes.extend(w2_notes)
+    if opts["real"] and (opts["ffd"] or opts["offload"]):
+        from coaccel.targets.gpu.validation_real import real_input_rows
+
+        r_rows, r_notes = real_input_rows(
+            archs, bands, sim, mode=mode, ffd=opts["ffd"], nosa=opts["offload"],
+            sizes=opts["real_sizes"], progress=say,
+        )  # fmt: skip
+        rows.extend(r_rows)
+        notes.extend(r_notes)
+    if opts["offload"]:
         from coaccel.targets.gpu.offload import offload_anchors
 
         say("W3 NOSA and W4 Specter offload rows")
-        off_mode = "analytical" if mode == "auto" else mode
-        off_rows, off_notes = offload_anchors(sim, mode=off_mode, band=bands["a100_80g"])
+        off_rows, off_notes = offload_anchors(sim, mode=mode, band=bands["a100_80g"])
         rows.extend(off_rows)
         notes.extend(off_notes)
-    return Validation(targets=tuple(rows), sim_mode=mode, notes=tuple(notes))
 
 
 def _bandwidth_rows(

@@ -177,9 +177,16 @@ GROUP_TITLES = {
     "pcie": f"PCIe copy curve shape ({_BAND})",
     "w1": f"W1 FlashDecoding split kernel vs bytes / measured plateau ({_BAND})",
     "w2": f"W2 FFD speedup over W1 vs the traffic bound and the paper ({_BAND})",
-    "w2_error": "W2 output error vs dense attention (no published figure)",
+    "w2_error": "W2 output error vs dense attention, synthetic inputs (no published figure)",
+    "w2_real": f"W2 FFD speedup with a real decoder's keep ratios vs the bound and the paper "
+    f"({_BAND})",
+    "w2_keep": "W2 keep ratio on a real decoder's decode steps (no published figure)",
+    "w2_real_error": "W2 output error on a real decoder's decode steps (no published figure)",
+    "w2_ppl": "W2 perplexity change with FFD's selection in the decode steps (no published figure)",
     "w3": f"W3 NOSA offload speedups vs the paper ({_BAND})",
-    "w3_error": "W3 output error vs dense attention (no published figure)",
+    "w3_error": "W3 output error vs dense attention, synthetic inputs (no published figure)",
+    "w3_real": "W3 NOSA selection on a real decoder's decode steps: recall, attention mass, "
+    "host fetches (no published figure)",
     "w4": f"W4 Specter expert-offload TPOT speedup vs the paper ({_BAND})",
     "curve_mape": f"Curves: MAPE against the measured (or derived) curve (ok: <= "
     f"{CURVE_MAPE_PCT:g} %)",
@@ -193,7 +200,9 @@ _INTRO = (
     f"{BAND_FRACTION:.0%} and every latency by 1 +/- {BAND_FRACTION:.0%} ([OURS] allowance for "
     "unit and clock variation); an anchor is *ok* when the measured figure lies inside it. "
     "*fitted*: the figure set the shipped config; *predicted*: it did not. *data*: `real` for "
-    "rows against a measured series, `synthetic` for seeded inputs.",
+    "rows against a measured series or on a real model's activations, `synthetic` for seeded "
+    "inputs. Rows without a published figure show our mean and its standard deviation over "
+    "the N the note gives.",
 )
 
 
