@@ -432,9 +432,11 @@ class ScenarioConfig:
     """
 
     phase: Literal["prefill", "decode"] = param(doc="prefill or decode")
-    tokens: int = param(ge=1, doc="prompt or context tokens")
-    batch: int = param(default=1, ge=1, doc="sequences per batch")
-    decode_steps: int = param(default=1, ge=1, doc="decode steps")
+    # Upper bounds far above any real use, so that a typo is refused before a simulator
+    # sizes traces by it: 2^24 tokens (16 M; Llama 4 Scout's context is 10 M), 2^16 sequences.
+    tokens: int = param(ge=1, le=2**24, doc="prompt or context tokens")
+    batch: int = param(default=1, ge=1, le=2**16, doc="sequences per batch")
+    decode_steps: int = param(default=1, ge=1, le=2**20, doc="decode steps")
     kv_quant: bool = param(default=True, doc="quantized KV cache")
     causal_tile_skip: bool = param(default=True, doc="skip fully masked attention tiles")
     lm_head: Literal["all_tokens", "last_token", "none"] = param(
