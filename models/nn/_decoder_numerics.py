@@ -27,11 +27,16 @@ class OperandFormat:
     options: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
-    def of(cls, spec: OperandFormat | str | tuple[str, Mapping[str, Any]]) -> OperandFormat:
-        """Normalize ``"mxfp4"``, ``("hbq-a", {"role": "activation"})`` or an OperandFormat."""
+    def of(
+        cls, spec: OperandFormat | str | FormatSpec | tuple[str, Mapping[str, Any]]
+    ) -> OperandFormat:
+        """Normalize ``"mxfp4"``, ``("hbq-a", {"role": "activation"})``, a resolved format spec
+        or an OperandFormat."""
         if isinstance(spec, OperandFormat):
             return spec
-        if isinstance(spec, str) or hasattr(spec, "quantize_blocks"):
+        if isinstance(spec, str):
+            return cls(spec)
+        if not isinstance(spec, tuple) and hasattr(spec, "quantize_blocks"):
             return cls(spec)
         if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[1], Mapping):
             return cls(str(spec[0]), tuple(sorted(spec[1].items())))
