@@ -95,12 +95,17 @@ def pydoc_passages(model: MiniLM, n: int = 2, tokens: int = 512) -> list[Passage
         avail = int(model.tokenize_long(text).shape[0])
         if avail >= tokens:
             eligible.append(Passage(name, text, model.tokenize_long(text, tokens), avail))
+    return _evenly_spaced(eligible, n, f"{tokens} tokens")
+
+
+def _evenly_spaced(eligible: list[Passage], n: int, what: str) -> list[Passage]:
+    """``n`` of the eligible passages at the centres of ``n`` equal slices of the list (rank
+    ``floor((i + 1/2)·N / n)``), or a ValueError saying how many topics have ``what``."""
     if len(eligible) < n:
         raise ValueError(
             f"only {len(eligible)} pydoc topics of Python {sys.version.split()[0]} have "
-            f"{tokens} tokens of prose; asked for {n}"
+            f"{what} of prose; asked for {n}"
         )
-    # Centres of n equal slices of the eligible list: rank floor((i + 1/2)·N / n).
     picks = [(2 * i + 1) * len(eligible) // (2 * int(n)) for i in range(int(n))]
     return [eligible[i] for i in picks]
 
@@ -175,13 +180,7 @@ def decoder_passages(model: Decoder, n: int = 4, tokens: int = 512) -> list[Pass
         ids = model.tokenize(text)
         if ids.shape[0] >= tokens:
             eligible.append(Passage(name, text, ids[:tokens].copy(), min(int(ids.shape[0]), ctx)))
-    if len(eligible) < n:
-        raise ValueError(
-            f"only {len(eligible)} pydoc topics of Python {sys.version.split()[0]} have "
-            f"{tokens} {model.name} tokens of prose; asked for {n}"
-        )
-    picks = [(2 * i + 1) * len(eligible) // (2 * int(n)) for i in range(int(n))]
-    return [eligible[i] for i in picks]
+    return _evenly_spaced(eligible, n, f"{tokens} {model.name} tokens")
 
 
 def decoder_attention(

@@ -15,7 +15,7 @@ examples:
   coaccel validate gpu                        every anchor, 24 points per curve
   coaccel validate gpu --points 0 --out /tmp/v
   coaccel validate gpu --no-real              leave out the real-input (SmolLM2) rows
-  coaccel validate gpu --real-contexts 512,1024 --real-passages 1
+  coaccel validate gpu --real-contexts 1024,2048 --real-passages 1
 """
 
 
@@ -70,7 +70,8 @@ def register_validate(sub: Any) -> None:
         type=_contexts,
         default=None,
         metavar="T,T,...",
-        help="contexts of the real-input rows, tokens (default 512,1024,2048,4096)",
+        help="contexts of the real-input rows, tokens, 128..8192, the two largest at least 1024 "
+        "(default 512,1024,2048,4096)",
     )
     g.add_argument(
         "--real-passages",
@@ -127,12 +128,19 @@ def _contexts(text: str) -> tuple[int, ...]:
         values = tuple(int(t) for t in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected integers like 512,1024; got {text!r}") from None
-    bad = [v for v in values if not 16 <= v <= 8192]
+    bad = [v for v in values if not 128 <= v <= 8192]
     if not values or bad:
         raise argparse.ArgumentTypeError(
-            f"contexts must be in 16..8192 tokens (SmolLM2-135M's context); got {text!r}"
+            f"contexts must be in 128..8192 tokens (one FFD block to SmolLM2-135M's context); "
+            f"got {text!r}"
         )
-    return tuple(sorted(set(values)))
+    ctx = tuple(sorted(set(values)))
+    if min(ctx[-2:]) < 1024:
+        raise argparse.ArgumentTypeError(
+            "the two largest contexts must be at least 1024 tokens: NOSA's replay runs on them "
+            f"and keeps a quarter of the context, at least 4 blocks of 64 tokens; got {text!r}"
+        )
+    return ctx
 
 
 def _real_sizes(args: argparse.Namespace) -> dict[str, Any] | None:
