@@ -177,21 +177,26 @@ class ModelShape:
         sliding_window_layers: the layers (0-based) that attend within the window.
     """
 
-    hidden: int = param(ge=1, doc="hidden_size")
-    intermediate: int = param(ge=1, doc="intermediate_size")
-    layers: int = param(ge=1, doc="num_hidden_layers")
-    heads: int = param(ge=1, doc="num_attention_heads")
-    kv_heads: int = param(ge=1, doc="num_key_value_heads")
-    head_dim: int = param(ge=1, doc="head_dim (hidden_size / num_attention_heads if absent)")
-    vocab: int = param(ge=1, doc="vocab_size")
-    max_position_embeddings: int = param(ge=1, doc="longest supported sequence, tokens")
+    # Upper bounds far above any published model (hidden 2^20, 4,096 layers or heads, a
+    # 16 M-token vocabulary or context), so that a typo is refused before a simulator sizes
+    # its work by it.
+    hidden: int = param(ge=1, le=2**20, doc="hidden_size")
+    intermediate: int = param(ge=1, le=2**22, doc="intermediate_size")
+    layers: int = param(ge=1, le=2**12, doc="num_hidden_layers")
+    heads: int = param(ge=1, le=2**12, doc="num_attention_heads")
+    kv_heads: int = param(ge=1, le=2**12, doc="num_key_value_heads")
+    head_dim: int = param(
+        ge=1, le=2**12, doc="head_dim (hidden_size / num_attention_heads if absent)"
+    )
+    vocab: int = param(ge=1, le=2**24, doc="vocab_size")
+    max_position_embeddings: int = param(ge=1, le=2**24, doc="longest supported sequence, tokens")
     tie_word_embeddings: bool = param(default=False, doc="LM head tied to the embeddings")
     rope_theta: float = param(default=10000.0, gt=0, doc="RoPE base")
     rope_scaling: RopeScaling | None = param(default=None, doc="RoPE context extension")
-    experts: int = param(default=0, ge=0, doc="num_experts (0: dense)")
-    experts_per_token: int = param(default=0, ge=0, doc="num_experts_per_tok (top-k)")
-    expert_intermediate: int = param(default=0, ge=0, doc="moe_intermediate_size")
-    shared_experts: int = param(default=0, ge=0, doc="shared experts per MoE layer")
+    experts: int = param(default=0, ge=0, le=2**14, doc="num_experts (0: dense)")
+    experts_per_token: int = param(default=0, ge=0, le=2**10, doc="num_experts_per_tok (top-k)")
+    expert_intermediate: int = param(default=0, ge=0, le=2**22, doc="moe_intermediate_size")
+    shared_experts: int = param(default=0, ge=0, le=2**10, doc="shared experts per MoE layer")
     shared_expert_intermediate: int = param(default=0, ge=0, doc="shared_expert_intermediate_size")
     attention: Literal["gqa", "mla"] = param(default="gqa", doc="gqa or mla (latent KV cache)")
     kv_lora_rank: int = param(default=0, ge=0, doc="kv_lora_rank (MLA)")

@@ -209,6 +209,26 @@ def test_a_workload_file_bounds_its_scenario_sizes(tmp_path):
     )
 
 
+def test_a_workload_file_bounds_its_model_shape(tmp_path):
+    """Every model dimension has an upper bound far above any published model: a typo is one
+    problem per key, before any simulator sizes its work by it."""
+    import yaml
+
+    from coaccel import arch_configs
+
+    doc = yaml.safe_load(arch_configs.path("workloads/llama-3.2-1b.yaml").read_text())
+    doc["model"].update(hidden=10**12, layers=10**6, vocab=2**30, experts=10**9)
+    path = tmp_path / "big.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError) as e:
+        load_workload(path)
+    text = str(e.value)
+    for key, value, limit in (("hidden", 10**12, 2**20), ("layers", 10**6, 2**12),
+                              ("vocab", 2**30, 2**24), ("experts", 10**9, 2**14)):  # fmt: skip
+        assert f"model.{key}: {value} is out of range: must be >= " in text
+        assert f"<= {limit}" in text
+
+
 def _gpu_strings():
     from coaccel.sim.gpu_mem import workload as gpu
 
