@@ -42,8 +42,6 @@ def register(subparsers: Any) -> None:
     Args:
         subparsers: the ``add_subparsers()`` object of the top-level parser.
     """
-    from ..spine.hf_config import SUPPORTED_FAMILIES
-
     p = subparsers.add_parser(
         "workload",
         help="workload files from a Hugging Face config.json",
@@ -60,7 +58,9 @@ def register(subparsers: Any) -> None:
             "usual scenarios that fit its context, and the source of every number (the "
             "config's path and SHA-256). Prints total and active (per token) parameters, the "
             "BF16 KV-cache bytes per token (all layers) and the weight bytes per format. "
-            f"Families (model_type): {', '.join(SUPPORTED_FAMILIES)}."
+            "Families: Llama, Mistral, Mixtral, Qwen2/2.5/3 dense and MoE, Gemma 1/2/3, Phi-3, "
+            "DeepSeek-V2/V3, OLMoE, GPT-NeoX (an unknown model_type is refused with the list "
+            "of supported model_type values)."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

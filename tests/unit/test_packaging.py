@@ -149,3 +149,26 @@ def test_installed_wheel_imports_and_quantizes(tmp_path, wheel_names):
     lines = res.stdout.splitlines()
     assert lines[0].startswith(str(target)), lines[0]
     assert lines[1].startswith(str(target)), lines[1]
+
+
+@pytest.mark.parametrize("args", [["--help"], ["sim", "--list"], ["validate", "--help"]])
+def test_the_command_line_starts_without_the_numerics(args):
+    """Help and listings import neither numpy nor a target's numerics (start-up time: what is
+    imported is the figure that does not swing with the machine's load)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, contextlib, io\n"
+        "from coaccel.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        f"        main({args!r})\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'numba', 'scipy'))\n"
+        "print(','.join(heavy))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "", f"imported at start-up: {r.stdout.strip()[:300]}"

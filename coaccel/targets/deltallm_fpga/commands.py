@@ -28,8 +28,7 @@ def register_validate(sub: Any) -> None:
     Args:
         sub: the ``add_subparsers()`` object of ``coaccel validate``.
     """
-    from .real import REAL_MODELS
-    from .validation import RealInputs
+    from .real_inputs import REAL_MODELS, RealInputs
 
     d0 = RealInputs()
     d = sub.add_parser(

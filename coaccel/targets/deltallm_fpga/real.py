@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .real_inputs import REAL_MODELS
+
 __all__ = [
     "DEFAULT_LAYOUTS",
     "REAL_MODELS",
@@ -44,9 +46,6 @@ __all__ = [
     "t_quantile_975",
 ]
 
-REAL_MODELS = ("smollm2-135m", "gemma3-270m")
-"""Decoders whose keys are the real inputs (``coaccel.models.nn.MODELS``); the first is the
-default."""
 
 DEFAULT_LAYOUTS: tuple[tuple[str, int], ...] = (("group", 4), ("group", 1), ("head", 4))
 """Lane layouts of the study: today's (the G heads of a KV group × 4 query tokens), one query per

@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from coaccel.simulation import load_arch, simulate
@@ -39,6 +38,7 @@ from coaccel.spine.config import override
 from coaccel.validate.published import load_published
 from coaccel.validate.targets import Target, Validation
 
+from .real_inputs import RealInputs
 from .tellme_loops import TellmeLoops
 
 __all__ = [
@@ -72,25 +72,7 @@ _SPEEDUP_TOL_PCT = 10.0
 
 Progress = Callable[[str], None]
 
-
-@dataclass(frozen=True)
-class RealInputs:
-    """The real inputs of the ``data: real`` rows.
-
-    Attributes:
-        model: a decoder of :data:`.real.REAL_MODELS`.
-        passages: pydoc passages (the statistics' samples; at least 2 for a spread).
-        tokens: tokens per passage, T.
-        layers: decoder layers run through the datapath (None: all); the speedup scales the
-            simulated layers' cycles to every layer.
-        thetas: Delta-Key thresholds of the ρ_K rows besides the design's θ.
-    """
-
-    model: str = "smollm2-135m"
-    passages: int = 8
-    tokens: int = 512
-    layers: tuple[int, ...] | None = None
-    thetas: tuple[int, ...] = (8,)
+_DEFAULT_REAL = RealInputs()
 
 
 def validate_deltallm(
@@ -101,7 +83,7 @@ def validate_deltallm(
     models: Sequence[str] = MODELS,
     tokens: Sequence[int] = TOKENS,
     layers_simulated: int = 2,
-    real: RealInputs | None = RealInputs(),
+    real: RealInputs | None = _DEFAULT_REAL,
     progress: Progress | None = None,
 ) -> Validation:
     """Every DeltaLLM validation target (module docstring).
