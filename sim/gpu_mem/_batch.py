@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from ..common.streams import Task, schedule, task_prerequisites
+from ..common.streams import task_prerequisites
 from . import traffic as tr
 from ._simulate import _workload_metrics
 from .config import GpuArchConfig
 from .priced import priced_components
-from .timing import KernelDoesNotFit, _items, kernel_time
+from .timing import KernelDoesNotFit, _items, kernel_time, schedule_kernels
 from .workload import GpuWorkload
 
 __all__ = ["simulate_batch"]
@@ -189,25 +189,7 @@ def _chain_key(arch: GpuArchConfig) -> tuple[Any, ...]:
 def _schedule(arch: GpuArchConfig, kernels: list[tr.KernelTraffic], prereq: Any) -> Any:
     """Kernel times and the program schedule of one design (``simulate_kernels``' steps)."""
     times = [kernel_time(arch, kt) for kt in kernels]
-    gap = arch.launch_overhead_us * 1e-6
-    tasks = [
-        Task(
-            name=kt.name,
-            stream=kt.stream,
-            engine="sm" if kt.kind == "compute" else kt.kind,
-            seconds=t.seconds,
-            mem_bytes=float(kt.dram_read_bytes + kt.dram_write_bytes),
-            after=prereq[i],
-            gap_seconds=gap if kt.kind == "compute" else 0.0,
-        )
-        for i, (kt, t) in enumerate(zip(kernels, times, strict=True))
-    ]
-    n_ce = arch.host_link.copy_engines_per_direction
-    sched = schedule(
-        tasks,
-        mem_bytes_per_s=arch.dram.sustained_bw_gb_per_s * 1e9,
-        engines={"sm": 1, "h2d": n_ce, "d2h": n_ce},
-    )
+    sched = schedule_kernels(arch, kernels, times, prereq)
     return times, sched
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from .config import GpuArchConfig
 from .occupancy import mlp_bytes_per_s, resident_ctas, wave_sizes
 from .traffic import KernelTraffic
 
-__all__ = ["KernelTime", "copy_time", "kernel_time", "program_time"]
+__all__ = ["KernelTime", "copy_time", "kernel_time", "program_time", "schedule_kernels"]
 
 
 @dataclass(frozen=True)
@@ -218,7 +219,24 @@ def program_time(
     Returns:
         Start and end of each kernel, s.
     """
-    prereq = task_prerequisites(_items(trace, kernels))
+    return schedule_kernels(arch, kernels, times, task_prerequisites(_items(trace, kernels)))
+
+
+def schedule_kernels(
+    arch: GpuArchConfig, kernels: list[KernelTraffic], times: list[KernelTime], prereq: Any
+) -> Scheduled:
+    """Schedule kernels whose stream prerequisites are known (:func:`program_time`'s second
+    half; a batch of designs sharing one trace computes ``prereq`` once).
+
+    Args:
+        arch: the GPU.
+        kernels: the kernels in issue order.
+        times: their standalone times.
+        prereq: each kernel's prerequisites (``task_prerequisites`` of the trace's items).
+
+    Returns:
+        Start and end of each kernel, s.
+    """
     gap = arch.launch_overhead_us * 1e-6
     tasks = [
         Task(
