@@ -84,27 +84,8 @@ def _base(trace: Any, arch: GpuArchConfig) -> _Base:
     )  # fmt: skip
     nz = np.flatnonzero(dram_bytes_rec)
     runs_u, runs_inv = np.unique(np.maximum(runs[nz], 1), return_inverse=True)
-    per_k = rec.per_kernel
-    tensor_flop, fp32_flop = tr._flop(trace, kernels)
-    rd = (rec.dev | rec.zero_copy) & (rec.rw == 0)
-    zero = np.zeros(kernels.n)
-    totals = tr._Totals(
-        requests=per_k(np.where(rec.dev, rec.req, 0)),
-        hits=per_k(l2.hits),
-        near_hits=per_k(l2.near),
-        misses=per_k(l2.misses),
-        fill_bytes=per_k(read_fill * sb),
-        writeback_bytes=per_k(l2.writebacks * sb),
-        zero_copy_bytes=per_k(np.where(rec.zero_copy, rec.req * sb, 0)),
-        copy_bytes=per_k(np.where(rec.copy_host, rec.nbytes * rec.count, 0)),
-        dram_seconds=zero,
-        chain_seconds=zero,
-        l1_hits=per_k(np.where(l2.l1, rec.req, 0)),
-        tensor_flop=tensor_flop,
-        fp32_flop=fp32_flop,
-        read_records=per_k(rd.astype(np.int64)),
-        read_bytes=per_k(np.where(rd, rec.req * sb, 0)),
-    )
+    zero = np.zeros(kernels.n)  # DRAM and chain seconds: per design
+    totals = tr._kernel_totals(trace, kernels, rec, l2, sb, zero, zero)
     dep_pos = np.zeros(0, dtype=np.int64)
     if mem.size:  # as _chain_seconds finds each record's prerequisite
         dep_pos = np.searchsorted(mem["seq"], mem["dep"])

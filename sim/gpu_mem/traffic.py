@@ -348,10 +348,31 @@ def kernel_traffic(
     else:
         dram_s = per_k(dram_bytes_rec / (arch.dram.bw_gb_per_s * 1e9 * _stream_efficiency(
             trace.memory, arch, rec)))  # fmt: skip
+    chain_s = _chain_seconds(trace.memory, arch, rec, l2, kernels.n)
+    totals = _kernel_totals(trace, kernels, rec, l2, sb, dram_s, chain_s)
+    by_tensor = _bytes_by_tensor(trace, rec, dram_bytes_rec, kernels.n)
+    out = [_kernel_record(trace, kernels, rec, totals, by_tensor, i) for i in range(kernels.n)]
+    out.sort(key=lambda kt: (kt.seq, kt.kernel))
+    return out
+
+
+def _kernel_totals(
+    trace: Trace,
+    kernels: _KernelIndex,
+    rec: _Records,
+    l2: Any,
+    sb: int,
+    dram_s: np.ndarray,
+    chain_s: np.ndarray,
+) -> _Totals:
+    """Per-kernel sums of a trace's traffic (``dram_s``/``chain_s``: the DRAM and dependent-chain
+    seconds per kernel, which depend on the DRAM and latencies; the rest does not)."""
+    per_k = rec.per_kernel
+    read_fill = np.where(rec.rw == 0, l2.misses, 0)
     tensor_flop, fp32_flop = _flop(trace, kernels)
     # tile bytes: mean sector bytes of a read record of device or host memory
     rd = (rec.dev | rec.zero_copy) & (rec.rw == 0)
-    totals = _Totals(
+    return _Totals(
         requests=per_k(np.where(rec.dev, rec.req, 0)),
         hits=per_k(l2.hits),
         near_hits=per_k(l2.near),
@@ -362,17 +383,13 @@ def kernel_traffic(
         # copies: their HOST bytes cross the link; their device side is written (h2d) or read
         copy_bytes=per_k(np.where(rec.copy_host, rec.nbytes * rec.count, 0)),
         dram_seconds=dram_s,
-        chain_seconds=_chain_seconds(trace.memory, arch, rec, l2, kernels.n),
+        chain_seconds=chain_s,
         l1_hits=per_k(np.where(l2.l1, rec.req, 0)),
         tensor_flop=tensor_flop,
         fp32_flop=fp32_flop,
         read_records=per_k(rd.astype(np.int64)),
         read_bytes=per_k(np.where(rd, rec.req * sb, 0)),
     )
-    by_tensor = _bytes_by_tensor(trace, rec, dram_bytes_rec, kernels.n)
-    out = [_kernel_record(trace, kernels, rec, totals, by_tensor, i) for i in range(kernels.n)]
-    out.sort(key=lambda kt: (kt.seq, kt.kernel))
-    return out
 
 
 @dataclass(frozen=True)
