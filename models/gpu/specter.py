@@ -9,7 +9,9 @@ draft keeps computing. The target then verifies the ``K + 1`` tokens layer by la
 the resident experts and demand-loading the misses; the accepted prefix is kept.
 
 The real models need tens of GB, so the workload is a seeded **routing-trace generator**
-(:class:`SpecterModel`; every knob and where its value comes from is documented there) driving
+(:class:`SpecterModel`; every knob and where its value comes from is documented there; the
+routing knobs fitted to Mixtral's published expert-repetition shares, :data:`ROUTING_PROFILE`,
+since no recorded routes of a real MoE could be had: every figure it gives is synthetic) driving
 the planner and the slot cache exactly (integers only, so the reference is bit-exact). The
 outputs are the routes, the planner's decisions, the demand misses, the accepted lengths, and the
 trace in the contract's conventions: draft and verify kernels on stream 0, expert transfers as
@@ -53,6 +55,7 @@ from ._checks import check_integer_fields
 from ._trace import emit_host_copy
 
 __all__ = [
+    "ROUTING_PROFILE",
     "MoEShape",
     "SpecterModel",
     "SpecterResult",
@@ -137,10 +140,11 @@ class SpecterModel:
             DeepSeek-V2-Lite 16, Qwen1.5-MoE 8, Phi-3.5-MoE 16).
         slots: resident experts per layer ([S6] protocol: DeepSeek-V2-Lite 16 "high" or 8 "low"
             of 64).
-        zipf: exponent of the per-layer expert popularity ``p(rank) ~ rank^-zipf`` ([OURS] 1.0;
-            the artifact records real routes, whose skew we did not measure).
+        zipf: exponent of the per-layer expert popularity ``p(rank) ~ rank^-zipf``; ``None``
+            (default) takes it per layer from :data:`ROUTING_PROFILE`.
         persistence: probability that a token keeps the expert the previous token used in the
-            same route slot ([OURS] 0.7, temporal locality of routing).
+            same route slot; ``None`` (default) takes it per layer from
+            :data:`ROUTING_PROFILE`. A number sets every layer alike.
         recall: fraction of the target's routes the draft predicts ([OURS] 0.75; Specter's
             oracle study replaces 0/25/50/75 % of recorded target routes [S6], so 0.25 .. 1.0
             spans it).
@@ -158,8 +162,8 @@ class SpecterModel:
 
     draft_depth: int = 16
     slots: int = 16
-    zipf: float = 1.0
-    persistence: float = 0.7
+    zipf: float | None = None
+    persistence: float | None = None
     recall: float = 0.75
     accept: float = 0.9
     cold_start: float = 0.2
@@ -175,14 +179,46 @@ class SpecterModel:
             raise ValueError(f"SpecterModel.slots={self.slots} must be >= 1")
         for name in ("persistence", "recall", "accept", "cold_start", "ema_old"):
             v = getattr(self, name)
-            if not 0 <= v <= 1:
+            if v is not None and not 0 <= v <= 1:
                 raise ValueError(f"SpecterModel.{name}={v} must be in [0, 1]")
-        for name in ("zipf",):
-            if getattr(self, name) < 0:
-                raise ValueError(f"SpecterModel.{name} must be >= 0")
+        if self.zipf is not None and self.zipf < 0:
+            raise ValueError(f"SpecterModel.zipf={self.zipf} must be >= 0")
         for name in ("bw_guess_gb_per_s", "link_gb_per_s", "draft_step_us"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"SpecterModel.{name} must be positive")
+
+    @property
+    def routing_fitted(self) -> bool:
+        """Whether the routing knobs come from :data:`ROUTING_PROFILE` (both left ``None``)."""
+        return self.persistence is None and self.zipf is None
+
+    def layer_knobs(self, layers: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """Per-layer ``(persistence, zipf)``, ``[layers]`` each.
+
+        A knob left ``None`` is :data:`ROUTING_PROFILE` interpolated linearly at the layer's
+        relative depth ``i / (layers - 1)`` among the routed layers.
+        """
+        depth = np.arange(layers) / max(1, layers - 1)
+        at = np.array([a[0] for a in ROUTING_PROFILE])
+
+        def knob(v: float | None, col: int) -> npt.NDArray[np.float64]:
+            if v is not None:
+                return np.full(layers, float(v))
+            return np.interp(depth, at, np.array([a[col] for a in ROUTING_PROFILE]))
+
+        return knob(self.persistence, 1), knob(self.zipf, 2)
+
+
+ROUTING_PROFILE: tuple[tuple[float, float, float], ...] = (
+    (0.0, 0.018, 0.0),
+    (15 / 31, 0.143, 0.488),
+    (1.0, 0.082, 0.0),
+)
+"""``(relative depth, persistence, zipf)`` anchors of the default routing: the generator fitted
+to Mixtral 8x7B's expert-repetition shares at layers 0, 15 and 31 of 32 ([MIXTRAL] Table 5,
+:func:`coaccel.models.gpu._routing_fit.fit_mixtral_table5`; a test re-derives these values).
+Applied to another MoE at the same relative depth ([OURS] transfer: no routing statistics of
+DeepSeek-V2-Lite, Qwen1.5-MoE or Phi-3.5-MoE were found)."""
 
 
 @dataclass(frozen=True)
@@ -225,9 +261,10 @@ class _Router:
 
     def __init__(self, shape: MoEShape, model: SpecterModel, rng: np.random.Generator) -> None:
         n_e = shape.experts
-        base = np.arange(1, n_e + 1, dtype=np.float64) ** -model.zipf
+        self.persistence, zipf = model.layer_knobs(shape.moe_layers)
         self.pop = np.empty((shape.moe_layers, n_e))
         for layer in range(shape.moe_layers):
+            base = np.arange(1, n_e + 1, dtype=np.float64) ** -zipf[layer]
             self.pop[layer, rng.permutation(n_e)] = base / base.sum()
         self.cdf = np.cumsum(self.pop, axis=1)
         self.by_pop = np.argsort(-self.pop, axis=1, kind="stable")
@@ -239,7 +276,7 @@ class _Router:
         n_l, k, n_e = self.shape.moe_layers, self.shape.top_k, self.shape.experts
         out = np.empty((n, n_l, k), dtype=np.int64)
         for t in range(n):
-            keep = self.rng.random((n_l, k)) < self.model.persistence
+            keep = self.rng.random((n_l, k)) < self.persistence[:, None]
             u = self.rng.random((n_l, k, 4 * k))
             row = np.empty((n_l, k), dtype=np.int64)
             for layer in range(n_l):

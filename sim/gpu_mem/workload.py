@@ -307,7 +307,8 @@ def _register_offload_workloads() -> None:
 
     def specter(
         tokens: int = 16, K: int = 16, slots: int = 16, recall: float = 0.75,
-        accept: float = 0.9, persistence: float = 0.7, zipf: float = 1.0, mode: str = "specter",
+        accept: float = 0.9, persistence: float | None = None, zipf: float | None = None,
+        mode: str = "specter",
         seed: int = 0,
     ) -> Trace:  # fmt: skip
         model = sp.SpecterModel(draft_depth=K, slots=slots, recall=recall, accept=accept,
@@ -325,8 +326,10 @@ def _register_offload_workloads() -> None:
          Param("slots", "resident experts per layer", lo=1, hi=1024, unit="experts"),
          share("recall", "share of the target's routes the draft predicts"),
          share("accept", "probability each draft token is accepted"),
-         share("persistence", "probability a token keeps the previous token's expert"),
-         Param("zipf", "exponent of the expert popularity", kind="float", lo=0, hi=16),
+         share("persistence", "probability a token keeps the previous token's expert (default: "
+               "per layer, fitted to Mixtral's published repetition shares)"),
+         Param("zipf", "exponent of the expert popularity (default: per layer, fitted)",
+               kind="float", lo=0, hi=16),
          Param("mode", "Specter or its baseline", kind="choice",
                choices=("specter", "baseline")),
          SEED),

@@ -103,3 +103,65 @@ def test_workload_spec():
     for bad in ("specter:mode=oracle", "specter:recall=2", "specter:slots=100"):
         with pytest.raises(ConfigError):
             load_workload(bad)
+
+
+# --- the routing generator fitted to Mixtral's published repetition shares ---------------------
+
+
+def test_exact_repetitions_are_random_assignment_without_locality():
+    from coaccel.models.gpu._routing_fit import generator_repetitions
+
+    first, either = generator_repetitions(0.0, 0.0)
+    # the reference values of [MIXTRAL] Table 5's caption: 1/8 and 1 - 6/8 * 5/7
+    assert first == pytest.approx(1 / 8, abs=1e-12)
+    assert either == pytest.approx(1 - 6 / 8 * 5 / 7, abs=1e-12)
+    assert generator_repetitions(1.0, 0.0) == pytest.approx((1.0, 1.0), abs=1e-9)
+
+
+def test_exact_repetitions_equal_the_sampled_generator():
+    """The Markov-chain statistics equal those of routes the generator draws (top-2 of 8)."""
+    from coaccel.models.gpu._routing_fit import generator_repetitions, repetition_stats
+
+    shape = MoEShape(moe_layers=2, experts=8, top_k=2)
+    for p, z in ((0.15, 0.5), (0.05, 0.0)):
+        routes, _ = routing_trace(shape, SpecterModel(persistence=p, zipf=z), 6000,
+                                  np.random.default_rng(3))  # fmt: skip
+        first, either = repetition_stats(routes)
+        exact = generator_repetitions(p, z)
+        # binomial standard error of 2 x 6000 pairs is below 0.007; 4 sigma
+        assert abs(first.mean() - exact[0]) < 0.025
+        assert abs(either.mean() - exact[1]) < 0.025
+
+
+def test_routing_profile_is_the_fit_to_mixtral_table5():
+    from coaccel.models.gpu._routing_fit import MIXTRAL_TABLE5, fit_mixtral_table5
+    from coaccel.models.gpu.specter import ROUTING_PROFILE
+
+    fits = fit_mixtral_table5()
+    assert [f.layer for f in fits] == sorted(MIXTRAL_TABLE5)
+    for f, (depth, p, z) in zip(fits, ROUTING_PROFILE, strict=True):
+        assert (f.depth, f.persistence, f.zipf) == pytest.approx((depth, p, z), abs=1e-9)
+    # layers 0 and 15 are reproduced within the spread over domains; layer 31's first-choice
+    # share exceeds what one per-slot persistence gives with its either share (documented)
+    for f in fits[:2]:
+        for got, pub, sd in zip(f.fitted, f.published, f.spread, strict=True):
+            assert abs(got - pub) <= sd
+    for f in fits:
+        for got, pub, sd in zip(f.fitted, f.published, f.spread, strict=True):
+            assert abs(got - pub) <= 2 * sd
+
+
+def test_default_routes_follow_the_depth_profile():
+    from coaccel.models.gpu._routing_fit import repetition_stats
+
+    m = SpecterModel()
+    assert m.routing_fitted and not SpecterModel(persistence=0.5).routing_fitted
+    p, z = m.layer_knobs(26)
+    assert p[0] == pytest.approx(0.018) and p[-1] == pytest.approx(0.082)
+    assert np.argmax(p) in (12, 13) and z[0] == 0.0 == z[-1]
+    shape = MoEShape(moe_layers=3, experts=8, top_k=2)
+    routes, _ = routing_trace(shape, m, 4000, np.random.default_rng(0))
+    first, _ = repetition_stats(routes)
+    assert first[1] > first[2] > first[0]  # mid-depth layers repeat most, as in Mixtral
+    with pytest.raises(ValueError, match=r"must be three-dimensional|\[tokens"):
+        repetition_stats(routes[:1])

@@ -24,9 +24,10 @@ inside our band. Setups and assumptions:
 * W4 Specter ([S6]: 1.50x average TPOT speedup, one A100 40 GB, batch 1, DeepSeek-V2-Lite with
   16 or 8 resident experts of 64, draft depth 16). Ours: the ``a100_80g`` profile (same PCIe
   Gen4 link; its HBM2e is faster than the 40 GB part's HBM2), the routing generator's default
-  knobs ([OURS], :class:`~coaccel.models.gpu.specter.SpecterModel`), TPOT of Specter against
-  the same slot cache without lookahead (demand loads, LRU). No recorded routes of a real MoE
-  model could be had (docs/gpu_real_inputs.md): every W4 row is synthetic.
+  knobs (:class:`~coaccel.models.gpu.specter.SpecterModel`: routing fitted to Mixtral's
+  published expert repetitions, [MIXTRAL] Table 5; draft recall and acceptance [OURS]), TPOT
+  of Specter against the same slot cache without lookahead (demand loads, LRU). No recorded
+  routes of a real MoE model could be had (docs/gpu_real_inputs.md): every W4 row is synthetic.
 """
 
 from __future__ import annotations
@@ -180,14 +181,17 @@ def _w4_rows(
                        f"{sp.accepted.mean():.1f}")
         )  # fmt: skip
     notes = [
-        "W4: the routing generator's knobs are ours (Zipf 1.0, persistence 0.7, recall 0.75, "
-        "acceptance 0.9); the speedup follows the union of experts a window's K+1 tokens need "
-        "against the experts one token needs, so it is a prediction of the generator, not a "
-        "measurement of the models",
+        "W4: the routing generator's persistence and popularity skew are fitted per layer "
+        "depth to Mixtral 8x7B's published consecutive-token expert repetitions ([MIXTRAL] "
+        "Table 5: persistence 0.018 / 0.143 / 0.082 at layers 0 / 15 / 31) and carried over "
+        "to DeepSeek-V2-Lite at the same relative depth (our assumption); draft recall 0.75 "
+        "and acceptance 0.9 are ours. The speedup follows the union of experts a window's "
+        "K+1 tokens need against the experts one token needs, so it is a prediction of the "
+        "generator, not a measurement of the models",
         "W4 data: synthetic. No recorded routes of a real MoE model with both draft and target "
         "routes could be had (the Specter artifact [S6] records them at run time but ships "
         "none); the only recorded decoder-MoE routes found in public repositories carry no "
         "licence or are corrupt (docs/gpu_real_inputs.md lists the search), so the generator "
-        "is not fitted to real routing",
+        "is fitted to published routing statistics of another MoE instead",
     ]
     return rows, notes
