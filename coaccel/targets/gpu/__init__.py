@@ -3,7 +3,8 @@
 Reference: :mod:`coaccel.models.gpu` (FlashDecoding split-K, FFD, NOSA, Specter); simulator:
 :mod:`coaccel.sim.gpu_mem`; architectures: ``arch_configs/gpu/``. This folder adds its
 validation against measured anchors (``coaccel validate gpu``), the calibration fit
-(``coaccel gpu-calibrate``), its energy-per-token report part and its demo stages.
+(``coaccel gpu-calibrate``), its energy-per-token report part, its demo stages and the accuracy
+hook of a perplexity sweep objective (:mod:`.accuracy`).
 """
 
 from coaccel.spine.target import (
@@ -30,6 +31,7 @@ TARGET = SimTarget(
     simulate_batch=Ref(f"{_SIM}._batch:simulate_batch"),
     config_type=Ref(f"{_SIM}:GpuArchConfig"),
     priced_components=Ref(f"{_SIM}:priced_components"),
+    accuracy_variant=Ref(f"{_HERE}.accuracy:accuracy_variant"),
     workload_kinds=(
         "a GPU trace (.npz), or a generator spec such as 'splitk:context=131072' "
         "(flashdecode, splitk, ffd, nosa, specter, stream)"
@@ -72,7 +74,10 @@ TARGET = SimTarget(
             order=20,
         ),  # fmt: skip
     ),
-    commands=(Ref(f"{_HERE}.calibrate_command:register"),),
+    commands=(
+        Ref(f"{_HERE}.calibrate_command:register"),
+        Ref(f"{_HERE}.step_command:register"),
+    ),
 )
 """GPUs as :func:`coaccel.simulate`, the cost model, sweeps, reports, validation, the demo and
 the command line see them."""

@@ -1,0 +1,536 @@
+"""One whole decode step of a model on a GPU: every kernel, its time, and the host that feeds it.
+
+Users time a model, not one attention kernel: time per output token (TPOT) and tokens/s at a
+batch size. :func:`decode_step` builds the kernels of one decode step of a
+:class:`~coaccel.spine.workload.ModelShape` for a batch of requests, each with its own context
+length, times each one with the analytical kernel model of :mod:`.timing` (waves of CTAs over
+the SMs, DRAM at its efficiency curve, L2 hits, Little's law, roofline compute), and runs them
+on one stream behind the host that launches them (:class:`ExecMode`).
+
+The kernels of one step, per layer ([OURS] the fused set a serving engine such as vLLM or
+SGLang launches; ``python`` mode the unfused operators of a Hugging Face ``generate`` loop):
+
+* ``norm``: RMSNorm fused with the residual add (twice per layer);
+* ``gemm``: QKV projection, output projection, gate+up and down projections (or, for MoE, the
+  router, the routed experts the batch touches, the shared experts), tile-level (below);
+* ``rope_kv``: RoPE on q and k and the KV-cache append into pages of ``block_size`` tokens
+  (the keys and values written at the page layout's contiguous run);
+* ``attention``: the split-K decode attention of :mod:`coaccel.models.gpu.flashdecode`, its
+  traffic from the same analytical traffic model as the ``flashdecode`` workload, one split
+  count for the whole batch (from the longest context) and every request's KV read at its own
+  context; MLA models read one latent of ``kv_lora_rank + qk_rope_head_dim`` elements per
+  token shared by all heads (a single-KV-head cache moving the latent's bytes once; its FLOP
+  are those of that cache, about half of MLA's, which only matters where MLA attention is
+  compute-bound, at large batches);
+* ``act``: the gated activation (SiLU(gate) x up) where not fused;
+* then the final norm, the LM head GEMM and sampling (a pass over the batch's logits).
+
+**GEMM tile model** ([OURS]): a ``BM x BN`` output tile per CTA (``BM`` = 16 rows, the
+tensor-core M, padded up to the batch; ``BN`` = 128 columns; ``BK`` = 64), split-K so that the
+grid covers the SMs when the output has fewer tiles than SMs (at most ``K / 256`` ways). The
+weights are read once from DRAM, contiguous runs of a row's split; the activations are read from
+DRAM once and then hit in L2 for every other column tile; split-K partials go through L2. The
+tensor FLOP count the padded tile (``2 * ceil(M/BM)*BM * N * K``), so small batches pay the
+tensor-core waste they pay on the hardware.
+
+Layers of one kind are timed once and counted (a Llama-3.1-8B step times 3 layer kinds, not 32
+layers), so a step takes milliseconds to evaluate.
+
+Public: :class:`ExecMode`, :data:`EXEC_MODES`, :class:`StepKernel`, :class:`DecodeStep`,
+:func:`decode_step`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+import numpy as np
+
+from coaccel.spine.workload import ModelShape
+
+from ..common import offchip
+from .config import GpuArchConfig
+from .timing import kernel_time
+from .traffic import KernelTraffic
+
+__all__ = ["EXEC_MODES", "DecodeStep", "ExecMode", "StepKernel", "decode_step"]
+
+KernelClass = Literal["gemm", "attention", "norm", "rope_kv", "act", "moe_route", "sample",
+                      "embed"]  # fmt: skip
+
+GEMM_BM = 16
+"""Output rows per GEMM tile: the tensor-core M of an mma.sync tile ([OURS])."""
+GEMM_BN = 128
+"""Output columns per GEMM tile ([OURS])."""
+GEMM_BK = 64
+"""K elements per pipeline stage of a GEMM tile ([OURS])."""
+GEMM_STAGES = 3
+"""Pipeline stages of a GEMM tile (shared memory = stages x (BM + BN) x BK x 2 B, [OURS])."""
+MIN_SPLIT_K = 256
+"""Shortest K range one split-K CTA reduces, elements ([OURS])."""
+
+
+@dataclass(frozen=True)
+class ExecMode:
+    """How the host launches a step's kernels ([OURS] figures; none is fitted to a measurement).
+
+    Attributes:
+        name: ``graph`` (CUDA-graph replay, as vLLM and SGLang decode), ``eager`` (a framework
+            launching each fused kernel from C++/Python) or ``python`` (Hugging Face
+            ``generate`` style: every operator dispatched from Python, unfused).
+        host_us_per_kernel: host time to issue one kernel, us.
+        gap_us: device idle time between consecutive kernels, us (a graph's node-to-node gap;
+            in the other modes the launch latency of the config).
+        step_host_us: host time per step outside the kernels (scheduling, sampling
+            bookkeeping, the synchronisation that reads the sampled tokens), us.
+        fused: whether norms, RoPE+KV append and the gated activation are single kernels.
+    """
+
+    name: str
+    host_us_per_kernel: float
+    gap_us: float | None
+    step_host_us: float
+    fused: bool = True
+
+
+EXEC_MODES: dict[str, ExecMode] = {
+    # One graph launch per step; consecutive nodes start about a microsecond apart.
+    "graph": ExecMode("graph", host_us_per_kernel=0.0, gap_us=1.0, step_host_us=60.0),
+    # A C++-dispatched framework op plus cudaLaunchKernel: about 5 us per kernel.
+    "eager": ExecMode("eager", host_us_per_kernel=5.0, gap_us=None, step_host_us=60.0),
+    # PyTorch eager from Python: about 20 us per operator, unfused operators.
+    "python": ExecMode("python", host_us_per_kernel=20.0, gap_us=None, step_host_us=200.0,
+                       fused=False),
+}  # fmt: skip
+"""The execution modes (:class:`ExecMode`); ``decode_step(mode=...)`` takes a name or a mode."""
+
+
+@dataclass(frozen=True)
+class StepKernel:
+    """One kernel of the step (a layer kind's kernel counted ``count`` times).
+
+    Attributes:
+        name: kernel name (``"l.qkv_proj"``; ``l`` the layer kind).
+        cls: class (:data:`KernelClass`).
+        count: how many times the step runs it.
+        seconds: device time of one run, s (without gaps).
+        dram_bytes: DRAM bytes of one run (read + written), B.
+        l2_bytes: bytes of one run served by L2 hits, B.
+        flop: tensor + FP32 FLOP of one run.
+        ctas: grid size.
+        bound: what bounds it (:class:`~coaccel.sim.gpu_mem.timing.KernelTime`).
+    """
+
+    name: str
+    cls: str
+    count: int
+    seconds: float
+    dram_bytes: int
+    l2_bytes: int
+    flop: float
+    ctas: int
+    bound: str
+
+
+@dataclass(frozen=True)
+class DecodeStep:
+    """A decode step's time, traffic and kernels.
+
+    Attributes:
+        arch: the GPU config name. mode: the execution mode.
+        batch: requests. contexts: their KV lengths, tokens.
+        kernels: the kernels (:class:`StepKernel`), in issue order of one layer kind each.
+        device_s: the kernels' device time, gaps included, s.
+        host_s: the host's issue time, s.
+        step_s: the step's wall time (TPOT), s.
+        dram_bytes, l2_bytes: the step's DRAM and L2-hit bytes, B.
+        energy_j: DRAM energy of the step at the config's pJ/B, J.
+    """
+
+    arch: str
+    mode: str
+    batch: int
+    contexts: tuple[int, ...]
+    kernels: tuple[StepKernel, ...]
+    device_s: float
+    host_s: float
+    step_s: float
+    dram_bytes: int
+    l2_bytes: int
+    energy_j: float
+
+    @property
+    def tpot_s(self) -> float:
+        """Time per output token of each request, s (one step)."""
+        return self.step_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Output tokens per second over the batch."""
+        return self.batch / self.step_s
+
+    @property
+    def energy_j_per_token(self) -> float:
+        """DRAM energy per output token, J."""
+        return self.energy_j / self.batch
+
+    def by_class(self) -> dict[str, tuple[float, int]]:
+        """Device seconds and DRAM bytes per kernel class (gaps not included)."""
+        out: dict[str, tuple[float, int]] = {}
+        for k in self.kernels:
+            s, b = out.get(k.cls, (0.0, 0))
+            out[k.cls] = (s + k.seconds * k.count, b + k.dram_bytes * k.count)
+        return out
+
+
+def _traffic(
+    arch: GpuArchConfig, name: str, *, ctas: int, dram_read: int, dram_write: int,
+    l2_hit_bytes: int, run_bytes: int, tile_bytes: int, tensor_flop: float = 0.0,
+    fp32_flop: float = 0.0, threads: int = 256, smem: int = 0, regs: int = 64,
+) -> KernelTraffic:  # fmt: skip
+    """A kernel's traffic from its byte counts (streams of ``run_bytes`` contiguous runs)."""
+    sector = arch.l2.sector_bytes
+    dram = dram_read + dram_write
+    eff = float(offchip.efficiency(arch.dram, np.asarray([max(1, run_bytes)]))[0])
+    misses = -(-dram_read // sector)
+    hits = -(-l2_hit_bytes // sector)
+    return KernelTraffic(
+        kernel=0, name=name, stream=0, seq=0, kind="compute", pinned=True, ctas=max(1, ctas),
+        threads_per_cta=threads, smem_bytes_per_cta=smem, regs_per_thread=regs,
+        sector_requests=misses + hits, l2_hits=hits, l2_near_hits=hits // 2, l2_misses=misses,
+        dram_read_bytes=dram_read, dram_write_bytes=dram_write,
+        dram_seconds=dram / (arch.dram.bw_gb_per_s * 1e9 * eff) if dram else 0.0,
+        host_bytes=0, tensor_flop=tensor_flop, fp32_flop=fp32_flop,
+        tile_bytes=float(max(tile_bytes, sector)), chain_seconds=0.0,
+    )  # fmt: skip
+
+
+def _gemm(arch: GpuArchConfig, name: str, m: int, n: int, k: int, wbytes: float) -> KernelTraffic:
+    """Tile-level traffic of ``[m, k] x [k, n]`` with ``wbytes`` bytes per weight element."""
+    bm = GEMM_BM * -(-min(m, 128) // GEMM_BM)
+    tiles = -(-m // bm) * -(-n // GEMM_BN)
+    split = 1
+    if tiles < arch.sm.count:
+        split = max(1, min(-(-arch.sm.count // tiles), k // MIN_SPLIT_K))
+    w = int(n * k * wbytes)
+    a = m * k * 2
+    out = m * n * 2
+    n_tiles_n = -(-n // GEMM_BN)
+    partials = m * n * 4 * split if split > 1 else 0
+    return _traffic(
+        arch, name, ctas=tiles * split, dram_read=w + a, dram_write=out,
+        l2_hit_bytes=a * max(0, n_tiles_n - 1) + 2 * partials,
+        run_bytes=int(k / split * wbytes), tile_bytes=int(GEMM_BN * GEMM_BK * wbytes),
+        tensor_flop=2.0 * -(-m // bm) * bm * n * k, threads=128,
+        smem=GEMM_STAGES * (bm + GEMM_BN) * GEMM_BK * 2, regs=128,
+    )  # fmt: skip
+
+
+def _elementwise(
+    arch: GpuArchConfig, name: str, read: int, write: int, elems: int, run: int = 0
+) -> KernelTraffic:
+    """A memory-bound pass: ``read`` and ``write`` bytes, ``elems`` elements (8 per thread)."""
+    return _traffic(
+        arch, name, ctas=-(-elems // (256 * 8)), dram_read=read, dram_write=write,
+        l2_hit_bytes=0, run_bytes=run or max(read, write), tile_bytes=16 * 256,
+        fp32_flop=4.0 * elems,
+    )  # fmt: skip
+
+
+@lru_cache(maxsize=512)
+def _attention_ref(
+    arch: GpuArchConfig, q_heads: int, kv_heads: int, head_dim: int, context: int, splits: int
+) -> tuple[KernelTraffic, ...]:
+    """The split-K attention traffic of one request at ``context`` tokens (cached)."""
+    from coaccel.models.gpu._splitk import DecodeShape, plan_split_k
+    from coaccel.models.gpu._trace import split_k_trace
+
+    from .traffic import kernel_traffic
+
+    shape = DecodeShape(batch=1, context=context, q_heads=q_heads, kv_heads=kv_heads,
+                        head_dim=head_dim)  # fmt: skip
+    plan = plan_split_k(shape, num_splits=splits, mma_m=16 * -(-shape.group // 16))
+    return tuple(kernel_traffic(split_k_trace(plan), arch, fidelity="analytical"))
+
+
+_REF_TOKENS = 2048
+"""Longest context traced per request; longer ones scale its traffic linearly ([OURS]: the
+split kernel streams its split's tiles, so its bytes, FLOP and DRAM time grow with the
+tokens at a fixed split count)."""
+
+
+def _attention(
+    arch: GpuArchConfig, q_heads: int, kv_heads: int, head_dim: int, contexts: Sequence[int]
+) -> list[KernelTraffic]:
+    """Split and reduce kernels of the batch's attention: one split count from the longest
+    context, each request's traffic at its own context."""
+    from coaccel.models.gpu._splitk import choose_num_splits
+
+    splits = choose_num_splits(len(contexts), kv_heads, max(contexts), n_sms=arch.sm.count,
+                               block_n=128)  # fmt: skip
+    merged: list[KernelTraffic] | None = None
+    for c, n in sorted(Counter(contexts).items()):
+        ref = min(c, max(_REF_TOKENS, 128 * splits))
+        per = _attention_ref(arch, q_heads, kv_heads, head_dim, ref, splits)
+        scaled = [_scale(k, n * (c / ref if i == 0 else 1.0), n) for i, k in enumerate(per)]
+        merged = (
+            scaled if merged is None else [_add(a, b) for a, b in zip(merged, scaled, strict=True)]
+        )
+    assert merged is not None
+    return [dataclasses.replace(k, name=f"attention_{k.name}") for k in merged]
+
+
+def _scale(kt: KernelTraffic, bytes_factor: float, ctas_factor: int) -> KernelTraffic:
+    from .analytical import scale_traffic
+
+    return scale_traffic(kt, bytes_factor, ctas_factor=ctas_factor)
+
+
+def _add(a: KernelTraffic, b: KernelTraffic) -> KernelTraffic:
+    """Two launches of the same kernel as one (their grids and traffic added)."""
+    return dataclasses.replace(
+        a, ctas=a.ctas + b.ctas, sector_requests=a.sector_requests + b.sector_requests,
+        l2_hits=a.l2_hits + b.l2_hits, l2_near_hits=a.l2_near_hits + b.l2_near_hits,
+        l2_misses=a.l2_misses + b.l2_misses, dram_read_bytes=a.dram_read_bytes + b.dram_read_bytes,
+        dram_write_bytes=a.dram_write_bytes + b.dram_write_bytes,
+        dram_seconds=a.dram_seconds + b.dram_seconds, tensor_flop=a.tensor_flop + b.tensor_flop,
+        fp32_flop=a.fp32_flop + b.fp32_flop, chain_seconds=max(a.chain_seconds, b.chain_seconds),
+        l1_hits=a.l1_hits + b.l1_hits,
+    )  # fmt: skip
+
+
+def _attention_geometry(m: ModelShape) -> tuple[int, int, int]:
+    """``(q_heads, kv_heads, head_dim)`` of the attention's cache reads."""
+    if m.is_mla:
+        width = m.kv_lora_rank + m.qk_rope_head_dim
+        # one latent per token read once for K and once for V by the split kernel model:
+        # a single KV head of half the width moves the latent's bytes
+        return m.heads, 1, max(8, width // 2)
+    return m.heads, m.kv_heads, m.head_dim
+
+
+def _layer_kinds(m: ModelShape, contexts: Sequence[int]) -> list[tuple[str, int, bool, list[int]]]:
+    """``(kind, layers, moe, contexts)``: layers grouped by MLP kind and attention window."""
+    win = set(m.sliding_window_layers) if m.sliding_window_tokens else set()
+    dense = set(m.dense_mlp_layers)
+    kinds: Counter[tuple[bool, bool]] = Counter()
+    for layer in range(m.layers):
+        kinds[(layer in win, m.experts > 0 and layer not in dense)] += 1
+    out = []
+    for (windowed, moe), n in sorted(kinds.items()):
+        ctx = [min(c, m.sliding_window_tokens) if windowed else c for c in contexts]
+        out.append((("swa_" if windowed else "") + ("moe" if moe else "dense"), n, moe, ctx))
+    return out
+
+
+def _mlp(arch: GpuArchConfig, m: ModelShape, b: int, moe: bool, wb: float, fused: bool,
+         p: str) -> list[tuple[str, KernelTraffic]]:  # fmt: skip
+    """The MLP (or MoE) kernels of one layer for ``b`` tokens."""
+    e = m.hidden
+    gate = 2 if m.mlp == "gated" else 1
+    ks: list[tuple[str, KernelTraffic]] = []
+
+    def ffn(name: str, rows: int, width: int, times: int = 1) -> None:
+        up = _gemm(arch, f"{p}.{name}_up", rows, gate * width, e, wb)
+        down = _gemm(arch, f"{p}.{name}_down", rows, e, width, wb)
+        if times > 1:
+            up, down = _scale(up, times, times), _scale(down, times, times)
+        ks.append(("gemm", up))
+        if gate == 2 and not fused:
+            ks.append(
+                (
+                    "act",
+                    _elementwise(
+                        arch,
+                        f"{p}.{name}_act",
+                        rows * width * 2 * 2 * times,
+                        rows * width * 2 * times,
+                        rows * width * times,
+                    ),
+                )
+            )
+        ks.append(("gemm", down))
+
+    if not moe:
+        ffn("mlp", b, m.intermediate)
+        return ks
+    ks.append(("moe_route", _gemm(arch, f"{p}.router", b, m.experts, e, 2)))
+    ks.append(
+        (
+            "moe_route",
+            _elementwise(
+                arch, f"{p}.topk", b * m.experts * 4, b * m.experts_per_token * 8, b * m.experts
+            ),
+        )
+    )
+    # distinct experts the batch touches, uniform routing ([OURS]): E (1 - (1 - k/E)^b)
+    touched = max(1, round(m.experts * (1 - (1 - m.experts_per_token / m.experts) ** b)))
+    rows = max(1, round(b * m.experts_per_token / touched))
+    ffn("experts", rows, m.expert_intermediate, touched)
+    if m.shared_experts:
+        width = (m.shared_expert_intermediate or m.expert_intermediate) * m.shared_experts
+        ffn("shared", b, width)
+    return ks
+
+
+def _layer(arch: GpuArchConfig, m: ModelShape, kind: str, moe: bool, ctx: Sequence[int],
+           wb: float, fused: bool) -> list[tuple[str, KernelTraffic]]:  # fmt: skip
+    b, e = len(ctx), m.hidden
+    hq, hkv, d = _attention_geometry(m)
+    act = b * e * 2
+    norm_ops = 1 if fused else 5  # add, pow, mean, rsqrt, mul (and weight mul) unfused
+    ks: list[tuple[str, KernelTraffic]] = []
+    for i in range(norm_ops):
+        ks.append(("norm", _elementwise(arch, f"{kind}.attn_norm{i}", 2 * act, 2 * act if i == 0
+                                        else act, b * e)))  # fmt: skip
+    if m.is_mla:
+        # MLA with the up-projections absorbed ([DSV2] decode form): q (optionally through
+        # its low-rank pair), the latent + rope key, q_nope times W_UK per head, and after
+        # attention the latent output times W_UV per head; together they read kv_b_proj
+        q_out, nope = m.heads * m.head_dim, m.head_dim - m.qk_rope_head_dim
+        kv_out = m.kv_lora_rank + m.qk_rope_head_dim
+        if m.q_lora_rank:
+            ks.append(("gemm", _gemm(arch, f"{kind}.q_a_proj", b, m.q_lora_rank, e, wb)))
+            ks.append(("gemm", _gemm(arch, f"{kind}.q_b_proj", b, q_out, m.q_lora_rank, wb)))
+        else:
+            ks.append(("gemm", _gemm(arch, f"{kind}.q_proj", b, q_out, e, wb)))
+        ks.append(("gemm", _gemm(arch, f"{kind}.kv_a_proj", b, kv_out, e, wb)))
+        ks.append(("gemm", _gemm(arch, f"{kind}.q_absorb", b, m.heads * m.kv_lora_rank, nope,
+                                 wb)))  # fmt: skip
+        o_in = m.heads * m.v_head_dim
+        kv_tok = kv_out * 2
+    else:
+        ks.append(("gemm", _gemm(arch, f"{kind}.qkv_proj", b, (hq + 2 * hkv) * d, e, wb)))
+        o_in = hq * d
+        kv_tok = 2 * hkv * d * 2
+    rope_ops = 1 if fused else 8
+    page_run = kv_tok // 2 if not m.is_mla else kv_tok
+    qk = b * (hq + hkv) * d * 2
+    for i in range(rope_ops):
+        # unfused: the rotation's operators pass q and k around; the last one appends to the
+        # paged cache, at the page layout's contiguous run
+        last = i == rope_ops - 1
+        ks.append(
+            (
+                "rope_kv",
+                _elementwise(
+                    arch,
+                    f"{kind}.rope_kv{i}",
+                    qk,
+                    b * kv_tok if last else qk,
+                    qk // 2,
+                    run=page_run if last else qk,
+                ),
+            )
+        )
+    ks.extend(("attention", k) for k in _attention(arch, hq, hkv, d, ctx))
+    if m.is_mla:
+        ks.append(("gemm", _gemm(arch, f"{kind}.v_absorb", b, o_in, m.kv_lora_rank, wb)))
+    ks.append(("gemm", _gemm(arch, f"{kind}.o_proj", b, e, o_in, wb)))
+    for i in range(norm_ops):
+        ks.append(("norm", _elementwise(arch, f"{kind}.mlp_norm{i}", 2 * act, 2 * act if i == 0
+                                        else act, b * e)))  # fmt: skip
+    ks.extend(_mlp(arch, m, b, moe, wb, fused, kind))
+    return ks
+
+
+def _run(kts: Sequence[tuple[int, float]], host_us: float, gap_s: float, step_host_s: float
+         ) -> tuple[float, float, float]:  # fmt: skip
+    """Kernels behind a host that issues one every ``host_us``: ``(device, host, wall)`` s.
+
+    Kernel ``i`` starts when the host has issued it and kernel ``i - 1`` has finished plus the
+    gap; the step ends when the last kernel ends and the host's per-step work is done.
+    """
+    host = step_host_s
+    issue, end, busy = step_host_s, 0.0, 0.0
+    h = host_us * 1e-6
+    for count, sec in kts:
+        if h == 0.0:
+            busy += count * (sec + gap_s)
+            end += count * (sec + gap_s)
+            continue
+        for _ in range(count):
+            issue += h
+            end = max(issue, end + gap_s) + sec
+            busy += sec + gap_s
+        host += count * h
+    if h == 0.0:
+        end += step_host_s
+    return busy, host, max(end, host)
+
+
+def decode_step(
+    arch: GpuArchConfig,
+    model: ModelShape,
+    contexts: Sequence[int] | int,
+    batch: int | None = None,
+    *,
+    mode: str | ExecMode = "graph",
+    weight_bytes: float = 2.0,
+) -> DecodeStep:
+    """One decode step of ``model`` on ``arch`` for a batch of requests.
+
+    Args:
+        arch: the GPU.
+        model: the model's shape.
+        contexts: each request's KV length (tokens), or one length for all of ``batch``.
+        batch: requests, when ``contexts`` is one length.
+        mode: the execution mode, a name of :data:`EXEC_MODES` or an :class:`ExecMode`.
+        weight_bytes: bytes per weight element (2: bf16; 1: FP8; 0.5625: 4-bit with group
+            scales).
+
+    Returns:
+        :class:`DecodeStep`.
+
+    Raises:
+        ValueError: an empty batch, a context below 1, or an unknown mode.
+    """
+    if isinstance(contexts, int | np.integer):
+        ctx = [int(contexts)] * (1 if batch is None else int(batch))
+    else:
+        ctx = [int(c) for c in contexts]
+        if batch is not None and batch != len(ctx):
+            raise ValueError(f"batch={batch} but {len(ctx)} contexts given")
+    if not ctx or min(ctx) < 1:
+        raise ValueError("decode_step needs at least one request, each with context >= 1")
+    if isinstance(mode, str):
+        if mode not in EXEC_MODES:
+            raise ValueError(f"mode={mode!r}; valid choices: {', '.join(EXEC_MODES)}")
+        mode = EXEC_MODES[mode]
+    # a decode step attends the new token too
+    ctx = [c + 1 for c in ctx]
+    b, e = len(ctx), model.hidden
+    items: list[tuple[str, KernelTraffic, int]] = [
+        ("embed", _elementwise(arch, "embed", b * e * 2, b * e * 2, b * e, run=e * 2), 1)
+    ]
+    for kind, n, moe, c in _layer_kinds(model, ctx):
+        items.extend((cls, kt, n) for cls, kt in _layer(arch, model, kind, moe, c,
+                                                         weight_bytes, mode.fused))  # fmt: skip
+    items.append(("norm", _elementwise(arch, "final_norm", b * e * 2, b * e * 2, b * e), 1))
+    items.append(("gemm", _gemm(arch, "lm_head", b, model.vocab, e, weight_bytes), 1))
+    items.append(("sample", _elementwise(arch, "sample", b * model.vocab * 2, b * 8,
+                                         b * model.vocab), 1))  # fmt: skip
+    kernels = []
+    for cls, kt, n in items:
+        t = kernel_time(arch, kt)
+        kernels.append(StepKernel(
+            name=kt.name, cls=cls, count=n, seconds=t.seconds,
+            dram_bytes=kt.dram_read_bytes + kt.dram_write_bytes,
+            l2_bytes=kt.l2_hits * arch.l2.sector_bytes, flop=kt.tensor_flop + kt.fp32_flop,
+            ctas=kt.ctas, bound=t.bound,
+        ))  # fmt: skip
+    gap = (mode.gap_us if mode.gap_us is not None else arch.launch_overhead_us) * 1e-6
+    device, host, wall = _run([(k.count, k.seconds) for k in kernels], mode.host_us_per_kernel,
+                              gap, mode.step_host_us * 1e-6)  # fmt: skip
+    dram = sum(k.dram_bytes * k.count for k in kernels)
+    return DecodeStep(
+        arch=arch.name, mode=mode.name, batch=b, contexts=tuple(c - 1 for c in ctx),
+        kernels=tuple(kernels), device_s=device, host_s=host, step_s=wall, dram_bytes=dram,
+        l2_bytes=sum(k.l2_bytes * k.count for k in kernels),
+        energy_j=dram * arch.dram.energy_pj_per_byte * 1e-12,
+    )  # fmt: skip

@@ -1,0 +1,141 @@
+"""One whole decode step of a model on a GPU (coaccel.sim.gpu_mem.decode_step, coaccel gpu-step)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coaccel.sim.gpu_mem import load_arch
+from coaccel.sim.gpu_mem.decode_step import EXEC_MODES, decode_step
+from coaccel.spine.hf_config import load_hf_model, parameter_counts
+
+HF = Path(__file__).resolve().parents[1] / "data" / "hf_configs"
+
+
+def _model(name: str):
+    return load_hf_model(next((HF / name).glob("*.json")))
+
+
+@pytest.fixture(scope="module")
+def a100():
+    return load_arch("a100_80g")
+
+
+def _bytes(step, *classes):
+    return sum(k.dram_bytes * k.count for k in step.kernels if k.cls in classes)
+
+
+def test_dense_step_reads_every_weight_once(a100):
+    """At batch 1 the projections read the parameters the published count has, once."""
+    hf = _model("meta-llama-3-8b")
+    c = parameter_counts(hf)
+    step = decode_step(a100, hf.shape, 1024, 1)
+    weights = 2 * c.active_without_input_embedding  # bf16; the norms are 0.003 % of it
+    assert weights <= _bytes(step, "gemm") <= weights * 1.001
+
+
+def test_kv_reads_are_the_cache_of_every_request(a100):
+    m = _model("meta-llama-3-8b").shape
+    ctx = [300, 5000, 12000]
+    step = decode_step(a100, m, ctx)
+    kv = sum(t + 1 for t in ctx) * m.layers * 2 * m.kv_heads * m.head_dim * 2
+    got = _bytes(step, "attention")
+    assert kv <= got <= kv * 1.02  # plus q, partial outputs and the reduction's traffic
+    assert step.contexts == tuple(ctx) and step.batch == 3
+
+
+def test_moe_reads_the_experts_a_token_uses(a100):
+    """DeepSeek-V2-Lite at batch 1: MLA and 6 of 64 routed experts plus 2 shared ones."""
+    hf = _model("deepseek-v2-lite")
+    c = parameter_counts(hf)
+    step = decode_step(a100, hf.shape, 512, 1)
+    active = 2 * c.active_without_input_embedding
+    assert active * 0.999 <= _bytes(step, "gemm", "moe_route") <= active * 1.002
+    # MLA's cache: one latent of kv_lora_rank + rope elements per token and layer
+    m = hf.shape
+    latent = 513 * m.layers * (m.kv_lora_rank + m.qk_rope_head_dim) * 2
+    assert latent <= _bytes(step, "attention") <= latent * 1.05
+    # a large batch touches every expert: the whole model is read once, plus the batch's
+    # activations in and out of each GEMM (about 2 % at 128 tokens)
+    big = _bytes(decode_step(a100, hf.shape, 16, 128), "gemm", "moe_route")
+    assert 2 * (c.total - c.embedding) <= big <= 2 * (c.total - c.embedding) * 1.05
+
+
+def test_sliding_window_layers_read_at_most_the_window(a100):
+    m = _model("gemma-2-2b-it").shape
+    long = decode_step(a100, m, 32000, 1)
+    full = m.layers * 2 * m.kv_heads * m.head_dim * 2
+    windowed = len(m.sliding_window_layers)
+    expect = ((m.layers - windowed) * 32001 + windowed * m.sliding_window_tokens) * full
+    assert expect / m.layers <= _bytes(long, "attention") <= expect / m.layers * 1.02
+
+
+def test_modes_order_and_host_time(a100):
+    m = _model("meta-llama-3-8b").shape
+    steps = {name: decode_step(a100, m, 512, 1, mode=name) for name in EXEC_MODES}
+    assert steps["graph"].step_s < steps["eager"].step_s < steps["python"].step_s
+    for name, s in steps.items():
+        mode = EXEC_MODES[name]
+        n = sum(k.count for k in s.kernels)
+        assert s.host_s == pytest.approx(mode.step_host_us * 1e-6 + n * mode.host_us_per_kernel
+                                         * 1e-6)  # fmt: skip
+        assert s.step_s >= max(s.host_s, s.device_s) - 1e-12
+    # unfused operators: more kernels in python mode, the same weights
+    n_graph = sum(k.count for k in steps["graph"].kernels)
+    assert sum(k.count for k in steps["python"].kernels) > 2 * n_graph
+    assert _bytes(steps["python"], "gemm") == _bytes(steps["graph"], "gemm")
+
+
+def test_uniform_batch_and_order_do_not_matter(a100):
+    m = _model("meta-llama-3-8b").shape
+    a = decode_step(a100, m, 2048, 4)
+    b = decode_step(a100, m, [2048] * 4)
+    assert a.step_s == b.step_s and a.dram_bytes == b.dram_bytes
+    c = decode_step(a100, m, [100, 7000, 3000])
+    d = decode_step(a100, m, [3000, 100, 7000])
+    assert c.step_s == d.step_s
+    assert decode_step(a100, m, 8000, 8).step_s > decode_step(a100, m, 1000, 8).step_s
+    assert decode_step(a100, m, 1000, 1).tokens_per_s < decode_step(a100, m, 1000, 8).tokens_per_s
+
+
+def test_faster_memory_is_faster_and_energy_is_dram_bytes(a100):
+    m = _model("meta-llama-3-8b").shape
+    h200 = load_arch("h200")
+    s1, s2 = decode_step(a100, m, 4096, 16), decode_step(h200, m, 4096, 16)
+    assert s2.step_s < s1.step_s
+    assert s1.energy_j == pytest.approx(s1.dram_bytes * a100.dram.energy_pj_per_byte * 1e-12)
+
+
+def test_bad_inputs(a100):
+    m = _model("meta-llama-3-8b").shape
+    with pytest.raises(ValueError, match="at least one request"):
+        decode_step(a100, m, [])
+    with pytest.raises(ValueError, match="context >= 1"):
+        decode_step(a100, m, [0])
+    with pytest.raises(ValueError, match="valid choices"):
+        decode_step(a100, m, 10, 1, mode="turbo")
+    with pytest.raises(ValueError, match="batch=2 but 3"):
+        decode_step(a100, m, [1, 2, 3], 2)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "COACCEL_DEBUG"}
+    return subprocess.run([sys.executable, "-m", "coaccel.cli", *args], capture_output=True,
+                          text=True, timeout=300, env=env)  # fmt: skip
+
+
+def test_command():
+    r = run_cli("gpu-step", "llama-3.1-8b", "--gpu", "h200", "--batch", "2", "--context",
+                "4096", "--mode", "all", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert [s["mode"] for s in doc["steps"]] == ["graph", "eager", "python"]
+    assert doc["steps"][0]["contexts"] == [4096, 4096]
+    assert doc["steps"][0]["tpot_ms"] < doc["steps"][2]["tpot_ms"]
+    r = run_cli("gpu-step", "llama-3.1-8b", "--gpu", "h200", "--contexts", "5,x")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--contexts" in r.stderr
+    r = run_cli("gpu-step", "llama-3.1-8b", "--gpu", "h200", "--contexts", "5", "--batch", "2")
+    assert r.returncode == 2 and "not both" in r.stderr
