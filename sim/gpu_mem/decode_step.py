@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
@@ -58,7 +58,14 @@ from .config import GpuArchConfig
 from .timing import kernel_time
 from .traffic import KernelTraffic
 
-__all__ = ["EXEC_MODES", "DecodeStep", "ExecMode", "StepKernel", "decode_step"]
+__all__ = ["EXEC_MODES", "AttentionFn", "DecodeStep", "ExecMode", "StepKernel", "decode_step",
+           "flash_attention"]  # fmt: skip
+
+AttentionFn = Callable[[GpuArchConfig, int, int, int, tuple[int, ...]], Sequence[KernelTraffic]]
+"""One layer's attention for a step: ``fn(arch, q_heads, kv_heads, head_dim, contexts)`` ->
+the traffic of its kernels, in issue order (contexts include the new token).
+:func:`flash_attention` is the default; FFD and NOSA supply their own
+(:mod:`coaccel.targets.gpu.e2e`)."""
 
 KernelClass = Literal["gemm", "attention", "norm", "rope_kv", "act", "moe_route", "sample",
                       "embed"]  # fmt: skip
@@ -77,7 +84,8 @@ MIN_SPLIT_K = 256
 
 @dataclass(frozen=True)
 class ExecMode:
-    """How the host launches a step's kernels ([OURS] figures; none is fitted to a measurement).
+    """How the host launches a step's kernels (none of the figures is fitted to a measurement:
+    graph gap and eager launch cost from [CUDAJL-GRAPHS], the rest [OURS]).
 
     Attributes:
         name: ``graph`` (CUDA-graph replay, as vLLM and SGLang decode), ``eager`` (a framework
@@ -99,10 +107,11 @@ class ExecMode:
 
 
 EXEC_MODES: dict[str, ExecMode] = {
-    # One graph launch per step; consecutive nodes start about a microsecond apart.
-    "graph": ExecMode("graph", host_us_per_kernel=0.0, gap_us=1.0, step_host_us=60.0),
-    # A C++-dispatched framework op plus cudaLaunchKernel: about 5 us per kernel.
-    "eager": ExecMode("eager", host_us_per_kernel=5.0, gap_us=None, step_host_us=60.0),
+    # One graph launch per step; 80 small kernels ran in 70 us as one graph and in 260 us
+    # launched one by one ([CUDAJL-GRAPHS], [DERIVED] 0.875 and 3.25 us per kernel, upper
+    # bounds that include each kernel's own run time).
+    "graph": ExecMode("graph", host_us_per_kernel=0.0, gap_us=0.875, step_host_us=60.0),
+    "eager": ExecMode("eager", host_us_per_kernel=3.25, gap_us=None, step_host_us=60.0),
     # PyTorch eager from Python: about 20 us per operator, unfused operators.
     "python": ExecMode("python", host_us_per_kernel=20.0, gap_us=None, step_host_us=200.0,
                        fused=False),
@@ -264,11 +273,11 @@ split kernel streams its split's tiles, so its bytes, FLOP and DRAM time grow wi
 tokens at a fixed split count)."""
 
 
-def _attention(
+def flash_attention(
     arch: GpuArchConfig, q_heads: int, kv_heads: int, head_dim: int, contexts: Sequence[int]
 ) -> list[KernelTraffic]:
-    """Split and reduce kernels of the batch's attention: one split count from the longest
-    context, each request's traffic at its own context."""
+    """Split and reduce kernels of the batch's dense split-K attention (:data:`AttentionFn`):
+    one split count from the longest context, each request's traffic at its own context."""
     from coaccel.models.gpu._splitk import choose_num_splits
 
     splits = choose_num_splits(len(contexts), kv_heads, max(contexts), n_sms=arch.sm.count,
@@ -379,7 +388,8 @@ def _mlp(arch: GpuArchConfig, m: ModelShape, b: int, moe: bool, wb: float, fused
 
 
 def _layer(arch: GpuArchConfig, m: ModelShape, kind: str, moe: bool, ctx: Sequence[int],
-           wb: float, fused: bool) -> list[tuple[str, KernelTraffic]]:  # fmt: skip
+           wb: float, fused: bool, attention: AttentionFn
+           ) -> list[tuple[str, KernelTraffic]]:  # fmt: skip
     b, e = len(ctx), m.hidden
     hq, hkv, d = _attention_geometry(m)
     act = b * e * 2
@@ -428,7 +438,7 @@ def _layer(arch: GpuArchConfig, m: ModelShape, kind: str, moe: bool, ctx: Sequen
                 ),
             )
         )
-    ks.extend(("attention", k) for k in _attention(arch, hq, hkv, d, ctx))
+    ks.extend(("attention", k) for k in attention(arch, hq, hkv, d, tuple(ctx)))
     if m.is_mla:
         ks.append(("gemm", _gemm(arch, f"{kind}.v_absorb", b, o_in, m.kv_lora_rank, wb)))
     ks.append(("gemm", _gemm(arch, f"{kind}.o_proj", b, e, o_in, wb)))
@@ -472,6 +482,7 @@ def decode_step(
     *,
     mode: str | ExecMode = "graph",
     weight_bytes: float = 2.0,
+    attention: AttentionFn | None = None,
 ) -> DecodeStep:
     """One decode step of ``model`` on ``arch`` for a batch of requests.
 
@@ -483,6 +494,8 @@ def decode_step(
         mode: the execution mode, a name of :data:`EXEC_MODES` or an :class:`ExecMode`.
         weight_bytes: bytes per weight element (2: bf16; 1: FP8; 0.5625: 4-bit with group
             scales).
+        attention: each layer's attention (:data:`AttentionFn`; default
+            :func:`flash_attention`).
 
     Returns:
         :class:`DecodeStep`.
@@ -509,8 +522,9 @@ def decode_step(
         ("embed", _elementwise(arch, "embed", b * e * 2, b * e * 2, b * e, run=e * 2), 1)
     ]
     for kind, n, moe, c in _layer_kinds(model, ctx):
-        items.extend((cls, kt, n) for cls, kt in _layer(arch, model, kind, moe, c,
-                                                         weight_bytes, mode.fused))  # fmt: skip
+        layer = _layer(arch, model, kind, moe, c, weight_bytes, mode.fused,
+                       attention or flash_attention)  # fmt: skip
+        items.extend((cls, kt, n) for cls, kt in layer)
     items.append(("norm", _elementwise(arch, "final_norm", b * e * 2, b * e * 2, b * e), 1))
     items.append(("gemm", _gemm(arch, "lm_head", b, model.vocab, e, weight_bytes), 1))
     items.append(("sample", _elementwise(arch, "sample", b * model.vocab * 2, b * 8,

@@ -139,3 +139,5 @@ def test_command():
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--contexts" in r.stderr
     r = run_cli("gpu-step", "llama-3.1-8b", "--gpu", "h200", "--contexts", "5", "--batch", "2")
     assert r.returncode == 2 and "not both" in r.stderr
+    r = run_cli("gpu-step", "llama-3.1-8b", "--gpu", "h200", "--weight-bytes", "nan")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "0.25..4" in r.stderr

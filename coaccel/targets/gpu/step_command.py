@@ -57,10 +57,22 @@ def register(subparsers: Any) -> None:
                    help="each request's KV length instead of --batch/--context")  # fmt: skip
     p.add_argument("--mode", choices=(*MODES, "all"), default="graph",
                    help="execution mode (default graph; all: the three side by side)")  # fmt: skip
-    p.add_argument("--weight-bytes", type=float, default=2.0, metavar="B",
-                   help="bytes per weight element (2 bf16, 1 FP8, 0.5625 4-bit + scales)")  # fmt: skip
+    p.add_argument("--weight-bytes", type=_weight_bytes, default=2.0, metavar="B",
+                   help="bytes per weight element, 0.25..4 (2 bf16, 1 FP8, 0.5625 4-bit "
+                   "with scales)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the steps as JSON")
     p.set_defaults(func=run, command="gpu-step")
+
+
+def _weight_bytes(text: str) -> float:
+    """``--weight-bytes``: a finite number of bytes per weight element in 0.25 .. 4."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not 0.25 <= v <= 4:
+        raise argparse.ArgumentTypeError(f"expected bytes per weight in 0.25..4, got {text!r}")
+    return v
 
 
 def _contexts(args: argparse.Namespace, scenario: Any) -> list[int]:

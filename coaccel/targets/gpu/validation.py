@@ -33,6 +33,9 @@ Groups, each judged by one rule:
     keep ratios of a real decoder (``w2_real``, :mod:`coaccel.targets.gpu.ffd_real`); W3 NOSA
     and W4 Specter (:mod:`coaccel.targets.gpu.offload`) against their papers' headline ratios;
     predicted.
+* ``e2e``: NOSA's and FFD's headlines on their papers' metric, whole-model decode throughput
+  (:mod:`coaccel.targets.gpu.e2e`): the ratio beside the paper's, no band (status ``info``);
+  predicted.
 * ``w2_error``, ``w3_error``: attention-output error against dense attention on synthetic
   inputs; no published figure (status ``no paper value``).
 * ``w2_keep``, ``w2_real_error``, ``w2_ppl``, ``w3_real``: measurements on a real decoder's
@@ -440,6 +443,13 @@ def _workload_rows(
         off_rows, off_notes = offload_anchors(sim, mode=mode, band=bands["a100_80g"])
         rows.extend(off_rows)
         notes.extend(off_notes)
+    if opts["offload"] and opts["ffd"]:
+        from coaccel.targets.gpu.e2e import e2e_rows
+
+        say("whole-model decode throughput: NOSA and FFD on their papers' metric")
+        e_rows, e_notes = e2e_rows(fig)
+        rows.extend(e_rows)
+        notes.extend(e_notes)
 
 
 def _bandwidth_rows(

@@ -188,6 +188,8 @@ GROUP_TITLES = {
     "w3_real": "W3 NOSA selection on a real decoder's decode steps: recall, attention mass, "
     "host fetches (no published figure)",
     "w4": f"W4 Specter expert-offload TPOT speedup vs the paper ({_BAND})",
+    "e2e": "Whole-model decode throughput ratios on the papers' own metric (NOSA, FFD; "
+    "predicted, no band)",
     "curve_mape": f"Curves: MAPE against the measured (or derived) curve (ok: <= "
     f"{CURVE_MAPE_PCT:g} %)",
     "curve_r": f"Curves: Pearson r against the same curve (ok: r >= {1 - CURVE_R_TOL:g})",
