@@ -165,3 +165,23 @@ def test_default_routes_follow_the_depth_profile():
     assert first[1] > first[2] > first[0]  # mid-depth layers repeat most, as in Mixtral
     with pytest.raises(ValueError, match=r"must be three-dimensional|\[tokens"):
         repetition_stats(routes[:1])
+
+
+def test_authors_baselines_on_their_metric():
+    """Speedup = baseline mean TPOT / Specter mean TPOT, residencies of the artifact's table."""
+    from coaccel.targets.gpu.specter_compare import CASES, specter_cases
+
+    assert CASES == {
+        "high": {"specter": 16, "specmoeoff": 12, "mixtral_offloading": 32},
+        "low": {"specter": 4, "specmoeoff": 2, "mixtral_offloading": 20},
+    }
+    a = load_arch("a100_40g")
+    c = specter_cases([a], tokens=8, cases=("high",))["high"][0]
+    assert c.speedup("specmoeoff") == c.tpot_s["specmoeoff"] / c.tpot_s["specter"]
+    assert c.accepted["mixtral_offloading"] == 0.0 < c.accepted["specmoeoff"]
+    # a window of K + 1 = 17 verified tokens needs more distinct experts than one of 4 or 1
+    d = c.distinct_per_window
+    assert d["specter"] > d["specmoeoff"] > d["mixtral_offloading"] == pytest.approx(6.0)
+    # a better acceptance shortens Specter's TPOT on the same routes
+    hi = specter_cases([a], tokens=8, cases=("high",), knobs={"accept": 0.98})["high"][0]
+    assert hi.tpot_s["specter"] < c.tpot_s["specter"]

@@ -19,7 +19,7 @@ from ._schema import FrozenMap, param
 __all__ = ["DramConfig", "DramType", "EfficiencyPoint"]
 
 DramType = Literal[
-    "ddr4", "lpddr4", "lpddr5", "lpddr5x", "gddr6", "gddr6x", "hbm2e", "hbm3", "hbm3e"
+    "ddr4", "lpddr4", "lpddr5", "lpddr5x", "gddr6", "gddr6x", "hbm2", "hbm2e", "hbm3", "hbm3e"
 ]
 
 
