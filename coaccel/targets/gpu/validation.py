@@ -51,6 +51,9 @@ Groups, each judged by one rule:
 * ``tier``: **relative** — the cycle tier's time against the analytical tier's on the same
   workload (the ``paper`` column holds the analytical time), ``ok`` within
   :data:`TIER_TOLERANCE_PCT`.
+* ``tier_rank``: **absolute** — Kendall's tau between the two tiers' times over a sweep of W1
+  decode steps (:data:`RANK_GPUS` x :data:`RANK_SHAPES`), ``ok`` at :data:`RANK_TAU_MIN` or
+  above: a sweep run in the analytical tier ranks designs as the cycle tier would.
 """
 
 from __future__ import annotations
@@ -157,6 +160,21 @@ def pearson_r(measured: Sequence[float], ours: Sequence[float]) -> float:
     if m.size < 2 or np.std(m) == 0 or np.std(o) == 0:
         return math.nan
     return float(np.corrcoef(m, o)[0, 1])
+
+
+def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float:
+    """Kendall's tau-b rank correlation of two paired samples (ties counted as neither
+    concordant nor discordant; NaN with fewer than two pairs or a constant side)."""
+    x = np.asarray(a, dtype=np.float64)
+    y = np.asarray(b, dtype=np.float64)
+    if x.size != y.size:
+        raise ValueError(f"kendall_tau: {x.size} against {y.size} values")
+    i, j = np.triu_indices(x.size, k=1)
+    dx, dy = np.sign(x[i] - x[j]), np.sign(y[i] - y[j])
+    n_x, n_y = np.count_nonzero(dx), np.count_nonzero(dy)
+    if n_x == 0 or n_y == 0:
+        return math.nan
+    return float(np.sum(dx * dy) / math.sqrt(n_x * n_y))
 
 
 def _default_simulate(arch: Any, workload: Any, mode: str) -> Any:
@@ -403,6 +421,9 @@ def validate_gpu(
     if tiers:
         say("analytical vs cycle tier")
         rows.extend(_tier_rows(archs["h200"], sim))
+        say("analytical vs cycle tier: ranking of a W1 sweep")
+        rank_archs = {g: archs.get(g) or load_arch(g) for g in RANK_GPUS}
+        rows.extend(_rank_rows(rank_archs, sim))
     an_mode = "analytical" if mode == "auto" else mode
     opts = dict(ffd=ffd, real=real, offload=offload, real_sizes=real_sizes)
     _workload_rows(archs, bands, sim, an_mode, fig, opts, (ffd_context, ffd_error_context),
@@ -612,6 +633,36 @@ def _w1_rows(
                 f"{resid:.2g} % (slope {slope * 1e9:.4g} ns/token, "
                 f"{4096 / slope / 1e12:.3g} TB/s effective)"
             )
+
+
+RANK_GPUS = ("a100_80g", "h100_sxm", "h200")
+"""GPUs of the tier-ranking sweep."""
+RANK_SHAPES = ((1, 1024), (1, 16384), (4, 4096), (8, 2048), (16, 1024), (16, 8192))
+"""``(batch, context)`` of the tier-ranking sweep's W1 decode steps ([OURS]: a spread of
+bytes and grid sizes small enough for the cycle tier)."""
+RANK_TAU_MIN = 0.95
+"""Kendall's tau the two tiers must reach over the ranking sweep."""
+
+
+def _rank_rows(archs: Mapping[str, Any], sim: Simulate) -> list[Target]:
+    """Do the analytical and cycle tiers rank designs alike? Kendall's tau over a sweep of W1
+    decode steps (GPU x batch x context)."""
+    an, cy = [], []
+    for g in RANK_GPUS:
+        for b, t in RANK_SHAPES:
+            spec = f"flashdecode:T={t},B={b}"
+            an.append(float(sim(archs[g], spec, "analytical").seconds))
+            cy.append(float(sim(archs[g], spec, "cycle").seconds))
+    tau = kendall_tau(an, cy)
+    return [
+        Target(group="tier_rank",
+               name=f"Kendall tau, analytical vs cycle tier, {len(an)} W1 decode steps",
+               ours=tau, paper=1.0, unit="1", tolerance_pct=None,
+               tolerance_abs=1.0 - RANK_TAU_MIN,
+               source="[OURS] the two tiers of the same simulator (docs/gpu_mem.md)",
+               note=f"{', '.join(RANK_GPUS)} x (batch, context) {RANK_SHAPES}; 'paper' 1 is "
+               f"the same order; times {min(an) * 1e6:.1f} .. {max(an) * 1e6:.1f} us")
+    ]  # fmt: skip
 
 
 def _tier_rows(arch: Any, sim: Simulate) -> list[Target]:

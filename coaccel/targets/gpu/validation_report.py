@@ -194,6 +194,7 @@ GROUP_TITLES = {
     f"{CURVE_MAPE_PCT:g} %)",
     "curve_r": f"Curves: Pearson r against the same curve (ok: r >= {1 - CURVE_R_TOL:g})",
     "tier": f"Cycle vs analytical tier, same simulator (ok: within ±{TIER_TOLERANCE_PCT:g} %)",
+    "tier_rank": "Cycle vs analytical tier: Kendall tau over a sweep (ok: tau >= 0.95)",
 }
 """Section titles of the GPU validation, in order; each states the group's rule."""
 
