@@ -256,8 +256,7 @@ def _attention_ref(
     arch: GpuArchConfig, q_heads: int, kv_heads: int, head_dim: int, context: int, splits: int
 ) -> tuple[KernelTraffic, ...]:
     """The split-K attention traffic of one request at ``context`` tokens (cached)."""
-    from coaccel.models.gpu._splitk import DecodeShape, plan_split_k
-    from coaccel.models.gpu._trace import split_k_trace
+    from coaccel.models.gpu import DecodeShape, plan_split_k, split_k_trace
 
     from .traffic import kernel_traffic
 
@@ -278,7 +277,7 @@ def flash_attention(
 ) -> list[KernelTraffic]:
     """Split and reduce kernels of the batch's dense split-K attention (:data:`AttentionFn`):
     one split count from the longest context, each request's traffic at its own context."""
-    from coaccel.models.gpu._splitk import choose_num_splits
+    from coaccel.models.gpu import choose_num_splits
 
     splits = choose_num_splits(len(contexts), kv_heads, max(contexts), n_sms=arch.sm.count,
                                block_n=128)  # fmt: skip

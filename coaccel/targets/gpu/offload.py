@@ -77,6 +77,7 @@ def offload_anchors(
     mode: str = "analytical",
     quick: bool = False,
     band: Sequence[Any] | None = None,
+    w4_band: Sequence[Any] | None = None,
 ) -> tuple[list[Target], list[str]]:
     """The W3 and W4 rows of ``coaccel validate gpu``.
 
@@ -87,6 +88,8 @@ def offload_anchors(
         band: the ``a100_80g`` configs ``(nominal, slow, fast)`` whose results bound each
             ratio's band (:func:`coaccel.targets.gpu.validation.band_configs`); None: the
             shipped ``a100_80g`` alone, and the ratios carry no band (status ``info``).
+        w4_band: the same for the W4 rows on ``a100_40g`` (the Specter artifact's GPU); None:
+            the shipped ``a100_40g`` alone.
 
     Returns:
         The rows (groups ``w3``, ``w3_error``, ``w4``) and the notes.
@@ -150,26 +153,25 @@ def offload_anchors(
                    note=f"||out - dense|| / ||dense||, B=1, T={t3}, {slots} slots of 64 tokens",
                    fit="predicted", data="synthetic")
         )  # fmt: skip
-    w4_rows, w4_notes = _w4_rows(seconds, fig, banded, 8 if quick else W4_TOKENS)
+    w4_rows, w4_notes = _w4_rows(fig, w4_band, 8 if quick else W4_TOKENS)
     return anchors + w4_rows, notes + w4_notes
 
 
 def _w4_rows(
-    seconds: Callable[[Any], list[float]],
     fig: Mapping[str, PublishedFigure],
-    banded: bool,
+    band: Sequence[Any] | None,
     tokens: int,
 ) -> tuple[list[Target], list[str]]:
     """The W4 Specter rows (high and low residency, against each of the authors' baselines,
-    :mod:`coaccel.targets.gpu.specter_compare`) on the A100 40 GB the artifact used, with its
-    band when ``banded``; and their notes. ``seconds`` is unused (kept for the caller)."""
+    :mod:`coaccel.targets.gpu.specter_compare`) on the A100 40 GB the artifact used (``band``:
+    its configs ``(nominal, slow, fast)``; None: the shipped config alone, no band); and their
+    notes."""
     from coaccel.sim.gpu_mem import load_arch
 
     from .specter_compare import CASES, specter_cases
-    from .validation import band_configs
 
-    a = load_arch("a100_40g")
-    archs = [a, *band_configs(a)] if banded else [a]
+    archs = list(band) if band is not None else [load_arch("a100_40g")]
+    banded = len(archs) > 1
     res = specter_cases(archs, tokens=tokens)
     names = {"specmoeoff": "SpecMoEOff", "mixtral_offloading": "Mixtral-Offloading"}
     rows: list[Target] = []

@@ -458,10 +458,13 @@ def _workload_rows(
         rows.extend(r_rows)
         notes.extend(r_notes)
     if opts["offload"]:
+        from coaccel.sim.gpu_mem import load_arch
         from coaccel.targets.gpu.offload import offload_anchors
 
         say("W3 NOSA and W4 Specter offload rows")
-        off_rows, off_notes = offload_anchors(sim, mode=mode, band=bands["a100_80g"])
+        a40 = load_arch("a100_40g")
+        off_rows, off_notes = offload_anchors(sim, mode=mode, band=bands["a100_80g"],
+                                              w4_band=(a40, *band_configs(a40)))  # fmt: skip
         rows.extend(off_rows)
         notes.extend(off_notes)
     if opts["offload"] and opts["ffd"]:
