@@ -8,6 +8,11 @@ Pure computation (no files, no plots): :mod:`coaccel.report.sweep` formats the r
   measures it (:func:`~coaccel.dse.pareto.hypervolume`) and picks one selected design.
 * :func:`select_index` is the default selection rule: the front point closest (Euclidean) to
   the ideal point after scaling every objective to [0, 1] over the front.
+* :func:`objective_spreads` finds each objective's uncertainty per point, for the report's error
+  bars and ``value ± spread`` cells: a companion ``<metric>_std`` metric (one standard
+  deviation, symmetric; :data:`SPREAD_METRICS` names the companion where it is not that) or a
+  ``<metric>_lower`` / ``<metric>_upper`` pair (an interval, asymmetric), stored with each
+  point; :attr:`FrontAnalysis.spreads` holds them.
 * :func:`point_breakdown` re-runs :func:`coaccel.simulate` and :func:`coaccel.cost.evaluate`
   for one stored point and lists every component's area and energy with unit, one-sigma
   uncertainty and source, plus whether the model behind the figure was fitted on that very
@@ -28,6 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..spine.config import FrozenMap
 from ..spine.errors import CoaccelError
 from .pareto import hypervolume, pareto_mask, to_minimization
 from .space import expand
@@ -41,10 +47,13 @@ __all__ = [
     "FrontAnalysis",
     "PointBreakdown",
     "ReportObjective",
+    "SPREAD_METRICS",
+    "Spread",
     "SweepAnalysis",
     "analyze",
     "component_figures",
     "group_rows",
+    "objective_spreads",
     "parse_objectives",
     "point_breakdown",
     "report_objectives",
@@ -68,6 +77,153 @@ _SRAM_ENERGY_DEPTHS = (128, 256)
 """Bank depths of the two SRAM energies the SRAM model is solved from ([R-PM]
 src/perf_model.py: the ACT-buffer read at depth 128 and the PSUM read-modify-write at depth
 256): at these depths its per-bit energy reproduces them exactly."""
+
+
+SPREAD_METRICS: Mapping[str, str] = FrozenMap({"perplexity": "perplexity_std"})
+"""Objective metric -> the stored metric that is its one-standard-deviation spread, where that
+is named otherwise than by the generic rule (any metric ``m`` with a stored ``m_std`` has one):
+the report draws ``±`` that spread as error bars and prints ``value ± spread``. An objective
+with both ``m_lower`` and ``m_upper`` stored instead gets an interval (asymmetric bars from the
+lower to the upper value); a standard deviation wins where both are stored."""
+
+_SPREAD_SUFFIX = "_std"
+_INTERVAL_SUFFIXES = ("_lower", "_upper")
+
+
+def _perplexity_note(ls: LoadedSpec | None) -> tuple[str, str]:
+    acc = None if ls is None else ls.accuracy
+    if acc is None or acc.measure != "perplexity":
+        return (
+            "one standard deviation of the per-window perplexities (stored metric perplexity_std)",
+            "±1 σ over text windows",
+        )
+    return (
+        f"one standard deviation of the per-window perplexities over the {acc.windows} text "
+        f"windows of {acc.window_tokens} tokens that {acc.model} scores (stored metric "
+        "perplexity_std; the perplexity itself is pooled over every scored token; the "
+        f"standard error of that mean is about σ/√{acc.windows})",
+        f"±1 σ over {acc.windows} windows",
+    )
+
+
+_SPREAD_NOTES: Mapping[str, Any] = FrozenMap({"perplexity_std": _perplexity_note})
+"""Spread metric -> ``f(loaded spec or None) -> (sentence, short label)`` saying what the
+spread is over (e.g. how many text windows), where the spec knows it."""
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The uncertainty of one objective, per point, as error bars draw it.
+
+    Attributes:
+        metric: the objective's metric.
+        kind: ``"std"`` (symmetric: value ± the spread metric) or ``"interval"``
+            (asymmetric: from the ``_lower`` to the ``_upper`` metric).
+        sources: the stored metrics it comes from: ``(m_std,)`` or ``(m_lower, m_upper)``.
+        below: float64 ``(n_rows,)``: how far the bar reaches below the value, in the
+            objective's unit; NaN where a row lacks the spread or it is not finite or negative
+            (no bar drawn there).
+        above: float64 ``(n_rows,)``: how far it reaches above the value; NaN likewise.
+        low: float64 ``(n_rows,)``: the stored spread as the table prints it: the standard
+            deviation (``std``) or the lower value (``interval``); NaN where a row lacks it.
+        high: float64 ``(n_rows,)``: the upper value (``interval``); NaN for ``std``.
+        what: one sentence for captions: what a bar is and, where known, over how many
+            samples.
+        short: a few words for a legend or an axis title (``"±1 σ over 4 windows"``).
+    """
+
+    metric: str
+    kind: str
+    sources: tuple[str, ...]
+    below: npt.NDArray[np.float64]
+    above: npt.NDArray[np.float64]
+    low: npt.NDArray[np.float64]
+    high: npt.NDArray[np.float64]
+    what: str
+    short: str
+
+    def cell(self, value: float, k: int, fmt: Any) -> str:
+        """The table cell of row ``k``: ``value ± std`` or ``value [lower, upper]`` (the
+        value alone where the row has no spread).
+
+        Args:
+            value: the objective's value of row ``k``.
+            k: the row's index.
+            fmt: ``fmt(float) -> str``, the report's number format.
+        """
+        if self.kind == "std":
+            return fmt(value) if math.isnan(self.low[k]) else f"{fmt(value)} ± {fmt(self.low[k])}"
+        if math.isnan(self.low[k]) or math.isnan(self.high[k]):
+            return fmt(value)
+        return f"{fmt(value)} [{fmt(self.low[k])}, {fmt(self.high[k])}]"
+
+
+def _column(rows: Sequence[Row], metric: str) -> npt.NDArray[np.float64]:
+    out = np.full(len(rows), np.nan)
+    for i, r in enumerate(rows):
+        got = r.metrics.get(metric)
+        if got is not None and isinstance(got[0], (int, float)) and not isinstance(got[0], bool):
+            out[i] = float(got[0])
+    return out
+
+
+def _bar(d: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Bar lengths: NaN (no bar) where not finite or negative."""
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(d) & (d >= 0), d, np.nan)
+
+
+def objective_spreads(
+    rows: Sequence[Row],
+    metrics: Sequence[str],
+    values: npt.ArrayLike,
+    spec: LoadedSpec | None = None,
+) -> tuple[Spread | None, ...]:
+    """Each objective's uncertainty per point, from the metrics stored with the points.
+
+    For objective ``m``: the standard deviation ``SPREAD_METRICS.get(m, m + "_std")`` when
+    any row stores it (bars ``±`` it), else the interval ``m_lower`` .. ``m_upper`` when any
+    row stores both (bars from the lower to the upper value), else None. The captions say
+    what the spread is over where the spec knows it (:data:`SPREAD_METRICS`; the perplexity's
+    text windows from the spec's ``accuracy:`` block).
+
+    Args:
+        rows: the rows, in the order of ``values``.
+        metrics: the objectives' metric names.
+        values: float64 ``(len(rows), len(metrics))``, the objective values.
+        spec: the loaded spec, for the notes (None: generic notes).
+
+    Returns:
+        One :class:`Spread` or None per objective.
+    """
+    v = np.asarray(values, dtype=np.float64).reshape(len(rows), len(metrics))
+    stored = {k for r in rows for k in r.metrics}
+    out: list[Spread | None] = []
+    for j, m in enumerate(metrics):
+        std = SPREAD_METRICS.get(m, m + _SPREAD_SUFFIX)
+        lo_name, hi_name = (m + s for s in _INTERVAL_SUFFIXES)
+        if std in stored and std != m:
+            sd = _column(rows, std)
+            note = _SPREAD_NOTES.get(std)
+            what, short = (
+                note(spec) if note is not None
+                else (f"one standard deviation (stored metric {std})", "±1 σ")
+            )  # fmt: skip
+            bar = _bar(sd)
+            out.append(Spread(m, "std", (std,), bar, bar, sd, np.full(len(rows), np.nan),
+                              what, short))  # fmt: skip
+        elif lo_name in stored and hi_name in stored:
+            lo, hi = _column(rows, lo_name), _column(rows, hi_name)
+            with np.errstate(invalid="ignore"):
+                out.append(Spread(
+                    m, "interval", (lo_name, hi_name), _bar(v[:, j] - lo), _bar(hi - v[:, j]),
+                    lo, hi,
+                    f"the interval from {lo_name} to {hi_name} stored with each point",
+                    "lower .. upper interval",
+                ))  # fmt: skip
+        else:
+            out.append(None)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -194,6 +350,8 @@ class FrontAnalysis:
             a front.
         reference: the hypervolume's reference point, per objective (its own sense and unit).
         failed: the workload's failed rows.
+        spreads: per objective, its uncertainty per row (:func:`objective_spreads`) or None;
+            empty for an analysis built without them.
     """
 
     workload: str
@@ -209,6 +367,11 @@ class FrontAnalysis:
     hypervolume: float
     reference: tuple[float, ...]
     failed: tuple[Row, ...]
+    spreads: tuple[Spread | None, ...] = ()
+
+    def spread(self, j: int) -> Spread | None:
+        """The uncertainty of objective ``j`` (None where it has none)."""
+        return self.spreads[j] if j < len(self.spreads) else None
 
     @property
     def title(self) -> str:
@@ -330,6 +493,7 @@ def _front(
     objs: list[ReportObjective],
     select: str | None,
     rule: str,
+    spec: LoadedSpec | None = None,
 ) -> FrontAnalysis:
     senses = [o.sense for o in objs]
     values = np.full((len(rows), len(objs)), np.nan)
@@ -388,6 +552,7 @@ def _front(
         hypervolume=hv,
         reference=ref,
         failed=tuple(failed),
+        spreads=objective_spreads(rows, [o.metric for o in objs], values, spec),
     )
 
 
@@ -522,7 +687,7 @@ def analyze(
         sel = select if select is not None and any(
             r.point_id.startswith(select) for r in g_ok
         ) else None  # fmt: skip
-        fronts.append(_front(w, stage, mode, g_ok, g_failed, objs, sel, rule))
+        fronts.append(_front(w, stage, mode, g_ok, g_failed, objs, sel, rule, ls))
     breakdowns: dict[str, PointBreakdown] = {}
     for fa in fronts:
         picks = fa.ranked_front()

@@ -27,7 +27,9 @@ tests/unit/test_dse_batch.py checks every metric of every shipped analytical swe
 
 Public: :func:`evaluate_batch`, :func:`evaluate_batch_records`, :func:`batch_simulator`,
 :func:`supports`, :func:`warm_batch`; :func:`to_record`, :func:`from_record` and
-:func:`add_records` (a row as the store's columns, and back; several written at once).
+:func:`add_records` (a row as the store's columns, and back; several written at once: the
+store's public :meth:`~coaccel.dse.store.Row.record`, :meth:`~coaccel.dse.store.Row.from_record`
+and :meth:`~coaccel.dse.store.Store.add_records` under the names the driver imports).
 
 Internal: :class:`_Done` (an evaluated point before it becomes a row), :func:`_evaluate`,
 :func:`_costs`, :func:`_metrics_json`.
@@ -46,7 +48,7 @@ from .. import __version__
 from ._batch_designs import _designs
 from .evaluate import _context, _evaluate_one, _parsed, evaluate_points
 from .space import Point
-from .store import Row
+from .store import Row, Store
 
 __all__ = [
     "add_records",
@@ -336,40 +338,24 @@ def evaluate_batch(
 
 
 def to_record(row: Row) -> tuple[Any, ...]:
-    """A row as the store's columns (JSON text for ``params`` and ``metrics``)."""
-    record = getattr(row, "record", None)  # the store's public name, where it has one
-    return record() if record is not None else row._tuple()
+    """A row as the store's columns: :meth:`~coaccel.dse.store.Row.record`."""
+    return row.record()
 
 
 def from_record(record: Sequence[Any]) -> Row:
-    """The row of a record (:func:`to_record`)."""
-    make = getattr(Row, "from_record", None)
-    return make(tuple(record)) if make is not None else Row._from(tuple(record))
+    """The row of a record (:func:`to_record`): :meth:`~coaccel.dse.store.Row.from_record`."""
+    return Row.from_record(record)
 
 
-class _RecordRow:
-    """A serialized row, as :meth:`~coaccel.dse.store.Store.add` reads a row (its columns)."""
-
-    __slots__ = ("_record",)
-
-    def __init__(self, record: tuple[Any, ...]) -> None:
-        self._record = record
-
-    def _tuple(self) -> tuple[Any, ...]:
-        return self._record
-
-
-def add_records(st: Any, records: Sequence[tuple[Any, ...]]) -> int:
-    """Write serialized rows to a store in one transaction (the store's ``add_records`` where
-    it has one); rows whose point id is stored already are skipped.
+def add_records(st: Store, records: Sequence[tuple[Any, ...]]) -> int:
+    """Write serialized rows to a store in one transaction
+    (:meth:`~coaccel.dse.store.Store.add_records`); rows whose point id is stored already are
+    skipped.
 
     Returns:
         How many rows were new.
     """
-    add = getattr(st, "add_records", None)
-    if add is not None:
-        return int(add(records))
-    return int(st.add(_RecordRow(r) for r in records))
+    return st.add_records(records)
 
 
 # (id of the names tuple, id of the units tuple, cost names) -> (names, units, %-template)

@@ -10,7 +10,10 @@ of dotted key -> value), ``config_digest`` (the point's architecture), ``spec_di
 when one does not, NULL for a failed point), ``status`` (``ok`` / ``failed``), ``error`` (the
 one-line reason of a failed point: exception type and message), ``started_at`` (Unix time, s),
 ``elapsed_s`` (evaluation time, s), ``version`` (coaccel version), ``stage`` (the stage that
-evaluated it) and ``mode`` (its simulator mode).
+evaluated it) and ``mode`` (its simulator mode). A row's *record* (:meth:`Row.record`) is its
+values in that column order (:data:`COLUMNS`), ``params`` and ``metrics`` as JSON text;
+:meth:`Row.from_record` reads one back and :meth:`Store.add_records` writes many in one
+transaction, so a worker can serialize rows where it evaluates them.
 
 A second table, ``accuracy``, caches the accuracy study's score of each distinct number-format
 setting (``key``: digest of the setting and the study settings; ``formats`` and ``settings``
@@ -43,7 +46,7 @@ import socket
 import sqlite3
 import time
 import urllib.parse
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +56,7 @@ from ..spine.trace import not_regular  # one definition for every reader: re-exp
 
 __all__ = [
     "APPLICATION_ID",
+    "COLUMNS",
     "FORMAT_VERSION",
     "Row",
     "Store",
@@ -104,6 +108,13 @@ _COLUMNS = (
     "point_id", "workload", "params", "config_digest", "spec_digest", "metrics", "feasible",
     "status", "error", "started_at", "elapsed_s", "version", "stage", "mode",
 )  # fmt: skip
+COLUMNS: tuple[str, ...] = _COLUMNS
+"""The columns of a row record (:meth:`Row.record`, :meth:`Store.add_records`), in order."""
+# Only a stored point id is skipped (not ``INSERT OR IGNORE``, which would also drop a record
+# breaking a column's rule without a word); SQLite >= 3.24 (2018) knows this upsert clause.
+_INSERT = (
+    f"INSERT INTO points VALUES ({','.join('?' * len(_COLUMNS))}) ON CONFLICT(point_id) DO NOTHING"
+)
 _ADDED = ("stage", "mode")  # columns added after the first schema
 _ACCURACY_COLUMNS = ("key", "formats", "settings", "data", "sqnr_db", "elapsed_s", "version")
 # What an earlier coaccel's store may hold: these tables (with these columns) and the indexes
@@ -352,7 +363,18 @@ class Row:
     stage: str | None = None
     mode: str | None = None
 
-    def _tuple(self) -> tuple[Any, ...]:
+    def record(self) -> tuple[Any, ...]:
+        """This row as the store writes it: one value per column of :data:`COLUMNS`.
+
+        ``params`` becomes JSON text with sorted keys, ``metrics`` JSON text of name ->
+        ``[value, unit]`` (in the row's order), ``feasible`` 1 / 0 / None; every other field
+        is stored as it is. :meth:`from_record` inverts it, and :meth:`Store.add_records`
+        writes such records without building rows (a worker can serialize its rows where it
+        evaluates them).
+
+        Returns:
+            A tuple of ``len(COLUMNS)`` values (str, int, float or None).
+        """
         return (
             self.point_id, self.workload, json.dumps(self.params, sort_keys=True),
             self.config_digest, self.spec_digest,
@@ -360,6 +382,8 @@ class Row:
             None if self.feasible is None else int(self.feasible), self.status, self.error,
             self.started_at, self.elapsed_s, self.version, self.stage, self.mode,
         )  # fmt: skip
+
+    _tuple = record  # the earlier private name, still used by the driver to size a row
 
     @property
     def reason(self) -> str | None:
@@ -369,8 +393,21 @@ class Row:
         return self.error.strip().splitlines()[-1]
 
     @classmethod
-    def _from(cls, t: tuple[Any, ...]) -> Row:
-        d = dict(zip(_COLUMNS, t, strict=True))
+    def from_record(cls, record: Sequence[Any]) -> Row:
+        """The row of a record (:meth:`record`, or a ``SELECT`` of :data:`COLUMNS`).
+
+        Args:
+            record: ``len(COLUMNS)`` values in :data:`COLUMNS` order.
+
+        Returns:
+            The row. ``Row.from_record(row.record()) == row`` whenever the parameter and
+            metric values are JSON values (str, int, float but NaN, bool, None, lists
+            and dicts of those); a tuple among the parameters comes back as a list.
+
+        Raises:
+            ValueError: a record of another length.
+        """
+        d = dict(zip(_COLUMNS, record, strict=True))
         d["params"] = json.loads(d["params"])
         d["metrics"] = {k: (v[0], v[1]) for k, v in json.loads(d["metrics"] or "{}").items()}
         d["feasible"] = None if d["feasible"] is None else bool(d["feasible"])
@@ -510,15 +547,35 @@ class Store:
             CoaccelError: the store cannot be written (a full disk, a read-only file system);
                 nothing of this call is stored, everything stored before is intact.
         """
+        return self.add_records(r.record() for r in rows)
+
+    def add_records(self, records: Iterable[Sequence[Any]]) -> int:
+        """Write serialized rows (:meth:`Row.record`) in one transaction (one ``executemany``);
+        records whose point id is stored already are skipped.
+
+        The fast path of a sweep: a worker serializes its rows where it evaluates them
+        (:func:`coaccel.dse.batch.evaluate_batch_records`) and the process holding the store
+        only inserts them. The records are written as given: nothing checks that their JSON
+        text is what :meth:`Row.record` would make.
+
+        Args:
+            records: ``len(COLUMNS)`` values each, in :data:`COLUMNS` order.
+
+        Returns:
+            How many rows were new.
+
+        Raises:
+            CoaccelError: the store cannot be written (a full disk, a read-only file system)
+                or SQLite refuses a record (wrong length, a status other than ``ok`` /
+                ``failed``, None in a required column), with SQLite's reason; nothing of this
+                call is stored, everything stored before is intact.
+        """
         self._writing()
         cur = self._db.cursor()
         try:
             cur.execute("BEGIN IMMEDIATE")
             before = self._db.total_changes
-            cur.executemany(
-                f"INSERT OR IGNORE INTO points VALUES ({','.join('?' * len(_COLUMNS))})",
-                (r._tuple() for r in rows),
-            )
+            cur.executemany(_INSERT, records)
             cur.execute("COMMIT")
         except sqlite3.Error as e:
             self._rollback()
@@ -567,14 +624,14 @@ class Store:
             q += " WHERE status = ?"
             args = (status,)
         for t in self._db.execute(q + " ORDER BY rowid", args):
-            yield Row._from(t)
+            yield Row.from_record(t)
 
     def get(self, point_id: str) -> Row | None:
         """The stored row of a point, or None."""
         t = self._db.execute(
             f"SELECT {self._select} FROM points WHERE point_id = ?", (point_id,)
         ).fetchone()
-        return None if t is None else Row._from(t)
+        return None if t is None else Row.from_record(t)
 
     def get_many(self, ids: Iterable[str]) -> dict[str, Row]:
         """The stored rows of the given point ids (ids not stored are left out)."""
@@ -587,7 +644,7 @@ class Store:
                 f"WHERE point_id IN ({','.join('?' * len(chunk))})"
             )
             for t in self._db.execute(q, chunk):
-                r = Row._from(t)
+                r = Row.from_record(t)
                 out[r.point_id] = r
         return out
 

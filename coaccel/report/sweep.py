@@ -16,12 +16,20 @@ The analysis lives in :mod:`coaccel.dse.analysis`; this module only plots and wr
 * PNGs: ``front_<workload>_<x>_vs_<y>.png`` (2-D fronts: dominated points grey, infeasible
   ones hollow, the selected design starred), ``parallel_<workload>.png`` (more than two
   objectives) and ``breakdown_<workload>.png`` (area and energy by component).
+
+An objective with an uncertainty per point (:attr:`~coaccel.dse.analysis.FrontAnalysis.spreads`:
+a stored ``<metric>_std``, e.g. the perplexity's spread over text windows, or a
+``<metric>_lower`` / ``<metric>_upper`` interval) gets error bars in the 2-D fronts and the
+interactive front, ``value ± std`` (or ``value [lower, upper]``) in the points table, its spread
+metrics as columns of ``sweep_points.csv`` and a line saying what the bars are; a sweep without
+one gets exactly the report it got before.
 """
 
 from __future__ import annotations
 
 import base64
 import csv
+import dataclasses
 import html
 import json
 import math
@@ -32,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from ..dse.analysis import FrontAnalysis, PointBreakdown, SweepAnalysis
+from ..dse.analysis import FrontAnalysis, PointBreakdown, Spread, SweepAnalysis
 from .files import atomic_open, write_text
 from .style import OKABE_ITO, TOL_MUTED, new_figure, save_figure
 
@@ -147,7 +155,9 @@ def plot_fronts(a: SweepAnalysis, fa: FrontAnalysis, out_dir: Path) -> list[tupl
     """2-D fronts for the objective pairs (at most :data:`MAX_PAIRS`).
 
     Dominated feasible points are grey, infeasible ones hollow grey, front points blue and
-    the selected design a vermillion star.
+    the selected design a vermillion star. An objective with a spread
+    (:attr:`~coaccel.dse.analysis.FrontAnalysis.spreads`) gets error bars in each point's
+    colour, said in the axis title, the legend and the caption.
 
     Args:
         a: the analysis.
@@ -167,13 +177,29 @@ def plot_fronts(a: SweepAnalysis, fa: FrontAnalysis, out_dir: Path) -> list[tupl
             f"Pareto front over {', '.join(o.label for o in objs)} seen in {objs[i].metric} "
             f"vs {objs[j].metric}: front points blue (a front point can look dominated in a "
             "2-D view of more objectives), dominated feasible points grey, infeasible hollow, "
-            f"{_sel_label(fa) or 'no selected design'} (star; rule: {fa.selection}).",
+            f"{_sel_label(fa) or 'no selected design'} (star; rule: {fa.selection})."
+            + _bars_caption(fa, (i, j)),
         )
         fig = new_figure(6.0, 3.6, cap)
         ax = fig.add_subplot()
         v = fa.values
         infeas = ~fa.feasible & ~np.isnan(v[:, [i, j]]).any(axis=1)
         dom = fa.feasible & ~fa.front
+        sx, sy = fa.spread(i), fa.spread(j)
+        if sx is not None or sy is not None:
+            sel = np.zeros(len(fa.rows), dtype=bool)
+            if fa.selected is not None:
+                sel[fa.selected] = True
+            for mask, color in ((infeas, _GREY), (dom, _GREY), (fa.front & ~sel, _FRONT),
+                                (sel, _SELECTED)):  # fmt: skip
+                _error_bars(ax, v, i, j, sx, sy, mask, color)
+            none: list[float] = []
+            for axis, sp in (("x", sx), ("y", sy)):  # legend entries (no data)
+                if sp is not None:
+                    ax.errorbar(none, none, xerr=none if axis == "x" else None,
+                                yerr=none if axis == "y" else None, fmt="none", ecolor="black",
+                                elinewidth=0.8, capsize=2,
+                                label=f"{axis} error bars: {sp.short}")  # fmt: skip
         if infeas.any():
             ax.scatter(v[infeas, i], v[infeas, j], s=18, facecolors="none",
                        edgecolors=_GREY, label="infeasible (a limit fails)")  # fmt: skip
@@ -190,8 +216,8 @@ def plot_fronts(a: SweepAnalysis, fa: FrontAnalysis, out_dir: Path) -> list[tupl
                 [v[k, i]], [v[k, j]], s=140, marker="*", color=_SELECTED, edgecolors="black",
                 linewidths=0.5, zorder=5, label=_sel_label(fa),
             )  # fmt: skip
-        ax.set_xlabel(objs[i].label + f" ({objs[i].sense}imize)", fontsize=8)
-        ax.set_ylabel(objs[j].label + f" ({objs[j].sense}imize)", fontsize=8)
+        ax.set_xlabel(objs[i].label + f" ({objs[i].sense}imize)" + _bars_axis(sx), fontsize=8)
+        ax.set_ylabel(objs[j].label + f" ({objs[j].sense}imize)" + _bars_axis(sy), fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
         ax.set_title(fa.title, fontsize=9)
@@ -199,6 +225,39 @@ def plot_fronts(a: SweepAnalysis, fa: FrontAnalysis, out_dir: Path) -> list[tupl
         base = out_dir / f"front_{_key(fa)}_{_slug(objs[i].metric)}_vs_{_slug(objs[j].metric)}"
         out.append((save_figure(fig, base, ("png",))[0], cap))
     return out
+
+
+def _bars_axis(sp: Spread | None) -> str:
+    """What an axis's error bars are, for its title ("" without bars)."""
+    return "" if sp is None else f"\nerror bars: {sp.short}"
+
+
+def _bars_caption(fa: FrontAnalysis, objectives: Sequence[int]) -> str:
+    """Caption sentences saying what the error bars of these objectives are."""
+    return "".join(
+        f" Error bars on {sp.metric}: {sp.what}."
+        for j in objectives
+        if (sp := fa.spread(j)) is not None
+    )
+
+
+def _error_bars(
+    ax: Any, v: np.ndarray, i: int, j: int, sx: Spread | None, sy: Spread | None,
+    mask: np.ndarray, color: str,
+) -> None:  # fmt: skip
+    """Error bars of the points ``mask`` (x: objective ``i``, y: objective ``j``)."""
+    mask = mask & ~np.isnan(v[:, [i, j]]).any(axis=1)
+    if not mask.any():
+        return
+
+    def err(sp: Spread | None) -> np.ndarray | None:
+        if sp is None:
+            return None
+        # NaN (no bar) where a point has no spread: matplotlib draws nothing for it
+        return np.vstack([sp.below[mask], sp.above[mask]])
+
+    ax.errorbar(v[mask, i], v[mask, j], xerr=err(sx), yerr=err(sy), fmt="none", ecolor=color,
+                elinewidth=0.8, capsize=2, alpha=0.8, zorder=1)  # fmt: skip
 
 
 def plot_parallel(a: SweepAnalysis, fa: FrontAnalysis, out_dir: Path) -> tuple[Path, str] | None:
@@ -350,6 +409,14 @@ def point_rows(a: SweepAnalysis) -> list[dict[str, Any]]:
                 rec[f"param.{p}"] = r.params.get(p)
             for j, o in enumerate(fa.objectives):
                 rec[o.label] = None if k is None else float(fa.values[k, j])
+            for j, o in enumerate(fa.objectives):
+                sp = fa.spread(j)
+                if sp is None:
+                    continue
+                stored = (sp.low, sp.high) if sp.kind == "interval" else (sp.low,)
+                for name, col in zip(sp.sources, stored, strict=True):
+                    label = dataclasses.replace(o, metric=name).label  # the objective's unit
+                    rec[label] = None if k is None or math.isnan(col[k]) else float(col[k])
             rec["config_digest"] = r.config_digest
             rec["version"] = r.version
             rec["error"] = (r.error or "").strip().splitlines()[-1] if r.error else None
@@ -408,13 +475,22 @@ def _hover(fa: FrontAnalysis, k: int) -> str:
     lines = [f"<b>{_short(r.point_id)}</b> ({', '.join(tags)})"]
     lines += [f"{html.escape(p)} = {html.escape(str(v))}" for p, v in r.params.items()]
     for j, o in enumerate(fa.objectives):
-        lines.append(f"{html.escape(o.label)} = {_num(fa.values[k, j])}")
+        sp = fa.spread(j)
+        text = _num(fa.values[k, j]) if sp is None else sp.cell(fa.values[k, j], k, _num)
+        lines.append(f"{html.escape(o.label)} = {html.escape(text)}")
     return "<br>".join(lines)
+
+
+def _finite(x: float) -> float | None:
+    """A bar length for plotly (None, no bar, where NaN)."""
+    return None if math.isnan(x) else float(x)
 
 
 def interactive_front(fa: FrontAnalysis, div_id: str) -> str:
     """The front as a plotly scatter with x / y objective dropdowns (an HTML ``<div>`` and its
     script; the plotly library itself is embedded once per page by :func:`write_sweep_report`).
+    Objectives with a spread get error bars (and their axis title says which), following the
+    dropdowns.
 
     Args:
         fa: one workload's front.
@@ -443,8 +519,28 @@ def interactive_front(fa: FrontAnalysis, div_id: str) -> str:
         ),
     }  # fmt: skip
     xi, yi = 0, 1 if len(objs) > 1 else 0
+    bars = any(fa.spread(j) is not None for j in range(len(objs)))
+    colors = {"infeasible": _GREY, "dominated": _GREY, "Pareto front": _FRONT,
+              "selected": _SELECTED}  # fmt: skip
+
+    def errors(j: int, name: str, ks: list[int]) -> dict[str, Any]:
+        """Plotly error bars of objective ``j`` for a group (invisible without a spread)."""
+        sp = fa.spread(j)
+        if sp is None:
+            return dict(visible=False, array=[])
+        return dict(
+            type="data", symmetric=False, visible=True, color=colors[name], thickness=1,
+            width=3, array=[_finite(sp.above[k]) for k in ks],
+            arrayminus=[_finite(sp.below[k]) for k in ks],
+        )  # fmt: skip
+
+    def title(j: int) -> str:
+        sp = fa.spread(j)
+        return objs[j].label + ("" if sp is None else f" (error bars: {sp.short})")
+
     fig = go.Figure()
     for name, ks in groups.items():
+        extra = dict(error_x=errors(xi, name, ks), error_y=errors(yi, name, ks)) if bars else {}
         fig.add_trace(
             go.Scatter(
                 x=[float(v[k, xi]) for k in ks],
@@ -454,11 +550,18 @@ def interactive_front(fa: FrontAnalysis, div_id: str) -> str:
                 marker=style[name],
                 text=[_hover(fa, k) for k in ks],
                 hovertemplate="%{text}<extra></extra>",
+                **extra,
             )
         )
 
     def column(j: int) -> list[list[float]]:
         return [[float(v[k, j]) for k in ks] for ks in groups.values()]
+
+    def restyle(axis: str, j: int) -> dict[str, Any]:
+        out: dict[str, Any] = {axis: column(j)}
+        if bars:
+            out[f"error_{axis}"] = [errors(j, name, ks) for name, ks in groups.items()]
+        return out
 
     def menu(axis: str, active: int, x_pos: float) -> dict[str, Any]:
         return dict(
@@ -466,7 +569,7 @@ def interactive_front(fa: FrontAnalysis, div_id: str) -> str:
                 dict(
                     label=o.label,
                     method="update",
-                    args=[{axis: column(j)}, {f"{axis}axis.title.text": o.label}],
+                    args=[restyle(axis, j), {f"{axis}axis.title.text": title(j)}],
                 )
                 for j, o in enumerate(objs)
             ],
@@ -485,8 +588,8 @@ def interactive_front(fa: FrontAnalysis, div_id: str) -> str:
             dict(text="x:", x=0.0, xref="paper", y=1.14, yref="paper", showarrow=False),
             dict(text="y:", x=0.5, xref="paper", y=1.14, yref="paper", showarrow=False),
         ],
-        xaxis_title=objs[xi].label,
-        yaxis_title=objs[yi].label,
+        xaxis_title=title(xi),
+        yaxis_title=title(yi),
         hovermode="closest",
         template="plotly_white",
         height=520,
@@ -529,8 +632,13 @@ def _front_table(fa: FrontAnalysis, params: Sequence[str]) -> tuple[list[str], l
                 _num(bool(fa.front[k])) if fa.feasible[k] else "infeasible",
                 "*" if k == fa.selected else "",
                 *(_num(r.params.get(p)) for p in params),
-                *(_num(fa.values[k, j]) for j in range(len(fa.objectives))),
-            ]
+                *(
+                    _num(fa.values[k, j])
+                    if (sp := fa.spread(j)) is None
+                    else sp.cell(fa.values[k, j], k, _num)
+                    for j in range(len(fa.objectives))
+                ),
+            ]  # fmt: skip
         )
     return headers, rows
 
@@ -643,6 +751,12 @@ def _front_lines(fa: FrontAnalysis) -> list[str]:
             f"hypervolume {fa.hypervolume:.4g} ({units}) up to the reference point ({ref}): "
             "the worst feasible value of each objective plus 10 % of its range"
         )
+    for j, o in enumerate(fa.objectives):
+        sp = fa.spread(j)
+        if sp is not None:
+            shown = "value ± spread" if sp.kind == "std" else "value [lower, upper]"
+            out.append(f"uncertainty of {o.metric}: error bars in the charts and {shown} in "
+                       f"the points table are {sp.what}")  # fmt: skip
     return out
 
 
