@@ -131,6 +131,7 @@ class StepKernel:
         dram_bytes: DRAM bytes of one run (read + written), B.
         l2_bytes: bytes of one run served by L2 hits, B.
         flop: tensor + FP32 FLOP of one run.
+        host_bytes: bytes of one run over the host link (zero-copy loads or copies), B.
         ctas: grid size.
         bound: what bounds it (:class:`~coaccel.sim.gpu_mem.timing.KernelTime`).
     """
@@ -142,6 +143,7 @@ class StepKernel:
     dram_bytes: int
     l2_bytes: int
     flop: float
+    host_bytes: int
     ctas: int
     bound: str
 
@@ -157,7 +159,7 @@ class DecodeStep:
         device_s: the kernels' device time, gaps included, s.
         host_s: the host's issue time, s.
         step_s: the step's wall time (TPOT), s.
-        dram_bytes, l2_bytes: the step's DRAM and L2-hit bytes, B.
+        dram_bytes, l2_bytes, host_bytes: the step's DRAM, L2-hit and host-link bytes, B.
         energy_j: DRAM energy of the step at the config's pJ/B, J.
     """
 
@@ -171,6 +173,7 @@ class DecodeStep:
     step_s: float
     dram_bytes: int
     l2_bytes: int
+    host_bytes: int
     energy_j: float
 
     @property
@@ -535,7 +538,7 @@ def decode_step(
             name=kt.name, cls=cls, count=n, seconds=t.seconds,
             dram_bytes=kt.dram_read_bytes + kt.dram_write_bytes,
             l2_bytes=kt.l2_hits * arch.l2.sector_bytes, flop=kt.tensor_flop + kt.fp32_flop,
-            ctas=kt.ctas, bound=t.bound,
+            host_bytes=kt.host_bytes, ctas=kt.ctas, bound=t.bound,
         ))  # fmt: skip
     gap = (mode.gap_us if mode.gap_us is not None else arch.launch_overhead_us) * 1e-6
     device, host, wall = _run([(k.count, k.seconds) for k in kernels], mode.host_us_per_kernel,
@@ -545,5 +548,6 @@ def decode_step(
         arch=arch.name, mode=mode.name, batch=b, contexts=tuple(c - 1 for c in ctx),
         kernels=tuple(kernels), device_s=device, host_s=host, step_s=wall, dram_bytes=dram,
         l2_bytes=sum(k.l2_bytes * k.count for k in kernels),
+        host_bytes=sum(k.host_bytes * k.count for k in kernels),
         energy_j=dram * arch.dram.energy_pj_per_byte * 1e-12,
     )  # fmt: skip

@@ -50,6 +50,7 @@ def test_nosa_paper_ratio_includes_the_batch():
     # a 4x larger batch buys most of the paper's ratio on a weight-bound step
     assert n["paper_ratio"] > 1.5 * n["same_batch_ratio"]
     assert n["nosi_attention_s"] > 0 and n["full_attention_s"] > 0
+    assert n["nosi_host_gb"] > 0 == n["full_host_gb"]  # NOSI fetches missed blocks over PCIe
 
 
 def test_cold_mean_step_averages_host_traffic_and_shares_occasional_kernels():

@@ -160,6 +160,7 @@ def nosa_throughput(
         "paper_ratio": nosi.tokens_per_s / full.tokens_per_s,
         "same_batch_ratio": nosi.tokens_per_s / same.tokens_per_s,
         "nosi_step_s": nosi.step_s, "full_step_s": full.step_s, "same_step_s": same.step_s,
+        "nosi_host_gb": nosi.host_bytes / 1e9, "full_host_gb": same.host_bytes / 1e9,
         "nosi_attention_s": nosi.by_class()["attention"][0],
         "full_attention_s": same.by_class()["attention"][0],
     }  # fmt: skip

@@ -105,7 +105,8 @@ def _doc(step: Any) -> dict[str, Any]:
         "contexts": list(step.contexts), "tpot_ms": step.tpot_s * 1e3,
         "tokens_per_s": step.tokens_per_s, "device_ms": step.device_s * 1e3,
         "host_ms": step.host_s * 1e3, "dram_gb": step.dram_bytes / 1e9,
-        "l2_hit_gb": step.l2_bytes / 1e9, "dram_energy_mj_per_token": step.energy_j_per_token * 1e3,
+        "l2_hit_gb": step.l2_bytes / 1e9, "host_link_gb": step.host_bytes / 1e9,
+        "dram_energy_mj_per_token": step.energy_j_per_token * 1e3,
         "by_class": {k: {"ms": s * 1e3, "dram_gb": b / 1e9} for k, (s, b) in
                      step.by_class().items()},
     }  # fmt: skip
