@@ -194,7 +194,7 @@ def _shipped(name: str) -> dict:
         "batch_points_per_s_one_core": n / max(c1 - c0, 1e-9),
         "per_point_points_per_s_one_core": n / max(c2 - c1, 1e-9),
         "same_rows": all(
-            r[:9] + r[11:-2] == (x := row._tuple())[:9] + x[11:-2]
+            r[:9] + r[11:-2] == (x := row.record())[:9] + x[11:-2]
             for r, row in zip(recs, rows, strict=True)
         ),
     }

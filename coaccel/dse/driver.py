@@ -301,7 +301,7 @@ def format_bytes(n: float) -> str:
 
 def _row_bytes(row: Row) -> int:
     """What one row takes in the store, bytes (its fields as stored, plus SQLite's overhead)."""
-    return _ROW_OVERHEAD_BYTES + sum(len(str(v)) for v in row._tuple() if v is not None)
+    return _ROW_OVERHEAD_BYTES + sum(len(str(v)) for v in row.record() if v is not None)
 
 
 def _probe_points(ls: LoadedSpec, digest: str) -> list[list[Point]]:
@@ -662,7 +662,7 @@ class _Sweep:
         if self.scorer is None or row.status != "ok":
             return row
         try:
-            metrics = dict(row.metrics) | self.scorer.metrics(row.params)
+            metrics = dict(row.metrics) | self.scorer.metrics(row.params, row.workload)
         except Exception as exc:  # noqa: BLE001 - a point whose formats cannot be scored fails
             return dataclasses.replace(
                 row, metrics={}, feasible=None, status="failed", error=failure_reason(exc)

@@ -44,6 +44,7 @@ from typing import Any, ClassVar, Literal
 from ..spine.config import ConfigError, FrozenMap, Problem, config_digest, load_config, param
 
 __all__ = [
+    "ACCURACY_ADDED",
     "ACCURACY_METRICS",
     "AccuracySpec",
     "COST_METRICS",
@@ -57,6 +58,7 @@ __all__ = [
     "Stage",
     "Strategy",
     "SweepSpec",
+    "accuracy_digest",
     "accuracy_metrics",
     "is_scheduler_address",
     "load_spec",
@@ -308,9 +310,12 @@ class AccuracySpec:
     setting's weight, activation and KV-cache formats in its forward pass
     (:meth:`coaccel.models.nn.Decoder.with_numerics`, bit-exact quantize-dequantize) on
     ``windows`` consecutive windows of ``window_tokens`` tokens of the Python documentation
-    text (:func:`coaccel.models.nn.pydoc_text`) and reports :data:`PERPLEXITY_METRICS`.
-    Results are cached in the store, keyed by the format setting and these settings, so a
-    rerun, a resumed or a larger sweep does not score a setting again.
+    text (:func:`coaccel.models.nn.pydoc_text`) and reports :data:`PERPLEXITY_METRICS`. A
+    target that declares an accuracy hook (:attr:`coaccel.spine.target.SimTarget
+    .accuracy_variant`) puts what its points change instead (the DeltaLLM datapath's
+    attention, FFD's block selection in decode steps). Results are cached in the store, keyed
+    by the setting and these settings, so a rerun, a resumed or a larger sweep does not score
+    a setting again.
 
     Attributes:
         measure: ``sqnr`` (GEMM output SQNR) or ``perplexity`` (a real decoder).
@@ -323,6 +328,10 @@ class AccuracySpec:
         window_tokens: for ``perplexity``: tokens per window.
         kv: for ``perplexity``: also quantize the KV cache in the architecture's KV format
             (where it has one).
+        decode_tokens: for ``perplexity`` with a hook that scores decode steps
+            (:class:`~coaccel.spine.target.AccuracyVariant` ``mode="decode"``, the GPU
+            target's FFD): the last tokens of each window, scored by teacher-forced decode
+            steps after a prefill of the rest (less than ``window_tokens``); unused otherwise.
         n_sentences: sentences of the built-in corpus for ``real``.
         distribution: element distribution of the ``synthetic`` problem.
         tokens: activation rows of the ``synthetic`` problem.
@@ -340,6 +349,7 @@ class AccuracySpec:
     windows: int = param(default=4, ge=2, le=64)
     window_tokens: int = param(default=256, ge=16, le=4096)
     kv: bool = True
+    decode_tokens: int = param(default=32, ge=1, le=4095)
     n_sentences: int = param(default=4, ge=1, le=64)
     distribution: Literal["gaussian", "laplace", "student_t"] = "student_t"
     tokens: int = param(default=64, ge=1)
@@ -556,9 +566,38 @@ def spec_digest(base_digest: str, mode: str, accuracy: AccuracySpec | None = Non
     """
     doc: dict[str, Any] = {"base": base_digest, "mode": mode}
     if accuracy is not None:
-        doc["accuracy"] = config_digest(accuracy)
+        doc["accuracy"] = accuracy_digest(accuracy)
     text = json.dumps(doc, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+ACCURACY_ADDED: Mapping[str, Any] = FrozenMap({"decode_tokens": 32})
+"""Keys of the ``accuracy:`` block added after its first schema, with their defaults: they enter
+:func:`accuracy_digest` (and the accuracy cache keys of the settings that do not use them) only
+when set away from the default, so the points and scores of earlier stores keep their ids."""
+
+
+def accuracy_digest(acc: AccuracySpec) -> str:
+    """The digest of an accuracy block, as a point's spec digest includes it.
+
+    It is :func:`~coaccel.config.config_digest` of the block, without the keys of
+    :data:`ACCURACY_ADDED` that hold their default (so it equals the digest earlier versions
+    computed for the same block).
+
+    Args:
+        acc: the accuracy settings (``data`` resolved).
+
+    Returns:
+        64 hex digits.
+    """
+    from ..spine.config import dump_config
+
+    d = dump_config(acc)
+    for key, default in ACCURACY_ADDED.items():
+        if d.get(key) == default:
+            del d[key]
+    text = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -641,6 +680,8 @@ def load_spec(path: str | Path) -> LoadedSpec:
     problems += _check_strategy_size(src, spec)
     workloads, wl_problems = _load_workloads(src, spec, t)
     problems += wl_problems
+    if accuracy is not None:
+        problems += _check_variants(src, spec, t, base, accuracy, workloads)
     constraints, c_problems = _parse_constraints(src, spec)
     problems += c_problems
     metric_units: dict[str, str] = {}
@@ -901,7 +942,8 @@ def _check_execution(src: str, spec: SweepSpec, modes: typing.Sequence[str]) -> 
 def _check_accuracy(
     src: str, acc: AccuracySpec, base: Any
 ) -> tuple[AccuracySpec | None, list[Problem]]:
-    """Resolve ``data: auto`` and check the architecture has formats the study can score."""
+    """Resolve ``data: auto`` and check the architecture has formats the study can score (or,
+    for ``perplexity``, an accuracy hook: its points are checked by :func:`_check_variants`)."""
     import dataclasses
 
     from ..models.nn.minilm import model_dir
@@ -909,16 +951,25 @@ def _check_accuracy(
 
     out: list[Problem] = []
     kind = getattr(base, "kind", type(base).__name__)
-    operand_format = target(kind).operand_format if isinstance(kind, str) else None
+    t = target(kind) if isinstance(kind, str) else None
+    if acc.measure == "perplexity" and t is not None and t.accuracy_variant is not None:
+        return _check_perplexity(src, acc, base, out)
+    operand_format = None if t is None else t.operand_format
     if operand_format is None:
-        return None, [
-            Problem(
-                src,
-                "accuracy",
-                "...",
-                f"the {kind} architecture has no operand formats (weight / activation) to score",
-            )
-        ]
+        if acc.measure == "perplexity":
+            return None, [
+                Problem(
+                    src,
+                    "accuracy.measure",
+                    "perplexity",
+                    f"the {kind} target declares no accuracy hook (accuracy_variant) and no "
+                    "operand formats: nothing of its points changes a decoder's numerics",
+                )
+            ]
+        msg = f"the {kind} architecture has no operand formats (weight / activation) to score"
+        if t is not None and t.accuracy_variant is not None:
+            msg += "; measure perplexity scores what its points change in a real decoder"
+        return None, [Problem(src, "accuracy", "...", msg)]
     for role in ("weight", "activation"):
         try:
             fmt = operand_format(base, role)
@@ -979,6 +1030,45 @@ def _check_perplexity(
     except CoaccelError as e:
         out.append(Problem(src, "accuracy.model", acc.model, str(e)))
     return dataclasses.replace(acc, data="real"), out
+
+
+def _check_variants(
+    src: str, spec: SweepSpec, t: Any, base: Any, acc: AccuracySpec, workloads: Mapping[str, Any]
+) -> list[Problem]:
+    """A perplexity block on a target with an accuracy hook: the hook accepts the base
+    architecture on every workload that loaded, and a decode-mode variant's windows leave it a
+    prompt to act on."""
+    if acc.measure != "perplexity" or t.accuracy_variant is None:
+        return []
+    out: list[Problem] = []
+    modes: dict[str, int] = {}
+    for i, w in enumerate(spec.workloads):
+        if w not in workloads:
+            continue  # its load problem is reported already
+        try:
+            v = t.accuracy_variant(base, w)
+        except (ValueError, ConfigError) as e:
+            out.append(Problem(src, f"workloads[{i}]", w, str(e)))
+            continue
+        modes[v.mode] = max(modes.get(v.mode, 0), int(v.min_prompt_tokens))
+    if "decode" in modes:
+        prompt = acc.window_tokens - acc.decode_tokens
+        if prompt < 1:
+            out.append(
+                Problem(src, "accuracy.decode_tokens", acc.decode_tokens,
+                        f"must be less than accuracy.window_tokens ({acc.window_tokens}): the "
+                        "rest of each window is the prefilled prompt",
+                        f"1 to {acc.window_tokens - 1}")
+            )  # fmt: skip
+        elif prompt < modes["decode"]:
+            out.append(
+                Problem(src, "accuracy.window_tokens", acc.window_tokens,
+                        f"leaves a prompt of {prompt} tokens before the {acc.decode_tokens} "
+                        f"decoded ones; the {t.kind} accuracy hook acts only after "
+                        f"{modes['decode']} (a shorter prompt would score exact attention)",
+                        f"at least {modes['decode'] + acc.decode_tokens}")
+            )  # fmt: skip
+    return out
 
 
 def satisfiable(spec: SweepSpec, constraints: typing.Sequence[Expr]) -> bool:

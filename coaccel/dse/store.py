@@ -383,7 +383,6 @@ class Row:
             self.started_at, self.elapsed_s, self.version, self.stage, self.mode,
         )  # fmt: skip
 
-    _tuple = record  # the earlier private name, still used by the driver to size a row
 
     @property
     def reason(self) -> str | None:

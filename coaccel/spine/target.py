@@ -16,8 +16,8 @@ The description is cheap to import: its callables may be :class:`Ref` objects (`
 imported on first call), so that ``coaccel --help`` and ``coaccel sim --list`` do not load a
 simulator.
 
-Public: :class:`SimTarget`, :class:`ReportRole`, :class:`ValidationSet`, :class:`DemoStage`,
-:class:`Knob`, :class:`SynthesisSet`, :class:`Ref`, :func:`shipped_arch_names`.
+Public: :class:`SimTarget`, :class:`AccuracyVariant`, :class:`ReportRole`, :class:`ValidationSet`,
+:class:`DemoStage`, :class:`Knob`, :class:`SynthesisSet`, :class:`Ref`, :func:`shipped_arch_names`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "AccuracyVariant",
     "DemoStage",
     "Knob",
     "Ref",
@@ -196,6 +197,45 @@ class SynthesisSet:
 
 
 @dataclass(frozen=True)
+class AccuracyVariant:
+    """What one design point changes in a real decoder's forward pass (a perplexity objective).
+
+    A target's :attr:`SimTarget.accuracy_variant` returns one per point; the sweep's perplexity
+    scorer (:class:`coaccel.dse.accuracy.PerplexityScorer`) scores each distinct
+    ``(setting, mode)`` once on a real decoder (:class:`coaccel.models.nn.Decoder`) and caches
+    every metric in the store under a digest of it, so points that differ only in parameters
+    outside the setting (buffer sizes, clocks, memory systems) share one score.
+
+    Attributes:
+        setting: JSON-able description of everything of the point that changes the decoder's
+            numerics, and nothing else: the cache key (``{"weight": {...}, "activation":
+            {...}}`` for number formats; ``{"attention": "deltallm", "theta": 4, ...}``).
+        transform: ``transform(decoder) -> decoder``: the float decoder with the point's
+            numerics (``Decoder.with_numerics``, ``Decoder.with_attention``). It is called once
+            per setting and the decoder it returns scores the text windows one after the other,
+            so an attention it installs must start a new sequence at every call from position 0.
+            None: the decoder unchanged (exact attention, float numerics); the scorer reuses
+            the reference model's scores.
+        mode: ``"prefill"``: every position of each window is scored by one prefill;
+            ``"decode"``: the last ``decode_tokens`` positions of each window are scored by
+            teacher-forced decode steps (one token each) after a prefill of the rest.
+        label: one short line (``"θ=4 W=16 τ=8 group×4"``).
+        min_prompt_tokens: fewest tokens the prefilled prompt of a ``decode`` window needs for
+            the variant to act at all (a spec whose windows are shorter is refused).
+    """
+
+    setting: Mapping[str, Any]
+    transform: Callable[[Any], Any] | None
+    mode: str = "prefill"
+    label: str = ""
+    min_prompt_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("prefill", "decode"):
+            raise ValueError(f"AccuracyVariant.mode: {self.mode!r}; valid: prefill, decode")
+
+
+@dataclass(frozen=True)
 class SimTarget:
     """A target: its architecture kind and everything coaccel can do with it.
 
@@ -227,6 +267,12 @@ class SimTarget:
             registered block format (:class:`~coaccel.models.formats.FormatSpec`) an accuracy
             objective quantizes that operand with; raises ``ValueError`` for a format the
             accuracy study cannot run. None: the target has no number formats.
+        accuracy_variant: ``accuracy_variant(arch_config, workload) -> AccuracyVariant``, where
+            ``workload`` is the point's workload string: what the point changes in a real
+            decoder's forward pass (an approximate attention, ...), for ``accuracy: {measure:
+            perplexity}`` sweeps; raises ``ValueError`` for a point whose numerics the decoder
+            cannot model. None: the target's operand formats (``operand_format``) are its only
+            accuracy lever (:func:`coaccel.dse.accuracy.format_variant`).
         energy_validation: ``energy_validation() -> (role, rms_error_pct, note)``: how well the
             target's total energy is validated against published system figures, for the
             sweep report's totals. None: the total is a prediction without a system check.
@@ -259,6 +305,7 @@ class SimTarget:
     format_result: Callable[..., str] | None = None
     workload_kinds: str = "a model name with an optional :scenario, or a workload YAML file"
     operand_format: Callable[..., Any] | None = None
+    accuracy_variant: Callable[..., Any] | None = None
     energy_validation: Callable[..., Any] | None = None
     report: ReportRole | None = None
     validations: tuple[ValidationSet, ...] = ()

@@ -103,6 +103,7 @@ def ffd_block_keep(
     delta_base: DeltaBase = "2",
     sink_tokens: int = 16,
     recent_tokens: int = 16,
+    keep_ratio: float | None = None,
 ) -> FfdSelection:
     """FFD's threshold kernel and top-delta keep rule for ``N`` queries over one key cache.
 
@@ -115,6 +116,8 @@ def ffd_block_keep(
         cache: an :class:`~.ffd.FfdCache` of batch 1 (at least one full block).
         delta: threshold offset. delta_base: ``"2"`` (kernel) or ``"e"`` (README).
         sink_tokens: first tokens of the threshold. recent_tokens: last quantized tokens.
+        keep_ratio: None for the top-delta rule; else the forced ratio of
+            :func:`~.ffd.ffd_keep` (the ``ceil(ratio * NTB)`` blocks of largest margin).
 
     Returns:
         :class:`FfdSelection`.
@@ -132,7 +135,7 @@ def ffd_block_keep(
         sink_tokens=sink_tokens, recent_tokens=recent_tokens,
     )  # fmt: skip
     bs = cache.block_tokens
-    keep = ffd_keep(approx, thr, bs)
+    keep = ffd_keep(approx, thr, bs, keep_ratio=keep_ratio)
     bmax = approx.reshape(n, hkv, hq // hkv, cache.n_blocks, bs).max(axis=-1)
     return FfdSelection(keep=keep, threshold=thr, approx_block_max=bmax)
 
@@ -182,6 +185,8 @@ class FfdAttention:
     Attributes:
         scale: the model's attention scale (must be ``1 / sqrt(D)``).
         block_tokens: BS. delta, delta_base, sink_tokens, recent_tokens: the keep rule.
+        keep_ratio: None (the top-delta rule) or a forced keep ratio in (0, 1]
+            (:func:`ffd_block_keep`).
         keep_log: ``(layer, keep ratio over the group's KV heads)`` of every decode call.
     """
 
@@ -191,6 +196,7 @@ class FfdAttention:
     delta_base: DeltaBase = "2"
     sink_tokens: int = 16
     recent_tokens: int = 16
+    keep_ratio: float | None = None
     keep_log: list[tuple[int, float]] = field(default_factory=list)
     _caches: dict[int, FfdCache] = field(default_factory=dict, repr=False)
 
@@ -223,7 +229,7 @@ class FfdAttention:
         sel = ffd_block_keep(
             f32_to_bf16_bits(np.asarray(q, dtype=np.float32).transpose(1, 0, 2)), cache,
             delta=self.delta, delta_base=self.delta_base, sink_tokens=self.sink_tokens,
-            recent_tokens=self.recent_tokens,
+            recent_tokens=self.recent_tokens, keep_ratio=self.keep_ratio,
         )  # fmt: skip
         self.keep_log.append((int(layer), float(sel.keep.mean())))
         allowed = np.ones((k.shape[0], 1, s), dtype=bool)

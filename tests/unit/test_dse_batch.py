@@ -69,8 +69,8 @@ def _check_equal(spec: Path, monkeypatch) -> None:
     slow = evaluate_points(*_args(ls), points)
     assert len(fast) == len(slow) == len(points)
     for f, r, s in zip(fast, records, slow, strict=True):
-        assert _cols(f._tuple()) == _cols(s._tuple()), s.point_id
-        want = dataclasses.replace(s, stage="main", mode=ls.spec.mode)._tuple()
+        assert _cols(f.record()) == _cols(s.record()), s.point_id
+        want = dataclasses.replace(s, stage="main", mode=ls.spec.mode).record()
         assert _cols(r) == _cols(want)
     failed = sorted(s.point_id for s in slow if s.status == "failed")
     # each failing point twice (rows and records); every other point took the batch path
@@ -117,7 +117,7 @@ def test_model_variants_batch_equals_per_point(base, tmp_path, monkeypatch):
 
 def _stored(path: Path) -> dict[str, tuple]:
     with Store(path, readonly=True) as st:
-        return {r.point_id: _cols(r._tuple()) for r in st.rows()}
+        return {r.point_id: _cols(r.record()) for r in st.rows()}
 
 
 FAILING = """\
@@ -170,7 +170,7 @@ def test_resume_after_interruption_keeps_finished_points(tmp_path, monkeypatch):
         run_sweep(spec, db, batch_size=5, progress=stop)
     first = {}
     with Store(db, readonly=True) as st:
-        first = {r.point_id: r._tuple() for r in st.rows()}
+        first = {r.point_id: r.record() for r in st.rows()}
     assert len(first) == 10
     sent: list[str] = []
     real = batch_mod.evaluate_batch_records
@@ -184,7 +184,7 @@ def test_resume_after_interruption_keeps_finished_points(tmp_path, monkeypatch):
     assert (s.skipped, s.evaluated) == (10, 26)
     assert not set(sent) & set(first)  # nothing evaluated again
     with Store(db, readonly=True) as st:
-        again = {r.point_id: r._tuple() for r in st.rows()}
+        again = {r.point_id: r.record() for r in st.rows()}
     assert all(again[k] == v for k, v in first.items())  # kept as they were, timing included
     with monkeypatch.context() as m:
         m.setattr(driver, "supports", lambda *_: False)

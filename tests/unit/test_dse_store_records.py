@@ -53,7 +53,6 @@ def test_record_round_trip(row):
     assert all(v is None or type(v) in (str, int, float) for v in rec)  # what SQLite binds
     assert Row.from_record(rec) == row
     assert Row.from_record(list(rec)) == row  # any sequence
-    assert row._tuple() == rec  # the earlier private name is the same method
 
 
 def test_from_record_refuses_another_length():

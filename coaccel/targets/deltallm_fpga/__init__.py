@@ -4,7 +4,7 @@ Reference: :mod:`coaccel.models.deltallm`; simulator: :mod:`coaccel.sim.deltallm
 architectures: ``arch_configs/deltallm_fpga/`` (the DeltaLLM processor and the TeLLMe-v2
 baseline); RTL: ``rtl/deltallm/``. This folder adds its validation (``coaccel validate
 deltallm``), the sparsity study (``coaccel delta``), its resource/power report part and its demo
-stage.
+stage, and the accuracy hook of a perplexity sweep objective (:mod:`.accuracy`).
 """
 
 from coaccel.spine.target import (
@@ -31,6 +31,7 @@ TARGET = SimTarget(
     simulate=Ref(f"{_SIM}:simulate"),
     config_type=Ref(f"{_SIM}:DeltaFpgaConfig"),
     priced_components=Ref(f"{_SIM}:priced_components"),
+    accuracy_variant=Ref(f"{_HERE}.accuracy:accuracy_variant"),
     options=(("engine", "cycle mode's event engine: 'fast' (numba, default) or 'simpy'"),),
     report=ReportRole(
         summary="KV260 resources (LUT, FF, DSP, BRAM, URAM: modelled and Yosys on our RTL) "
