@@ -93,6 +93,7 @@ PERPLEXITY_METRICS: Mapping[str, str] = FrozenMap(
         "perplexity": "1",
         "perplexity_std": "1",
         "perplexity_increase_pct": "%",
+        "perplexity_increase_pct_std": "%",
         "top1_agreement": "1",
     }
 )

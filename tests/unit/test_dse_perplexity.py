@@ -32,14 +32,23 @@ def test_perplexity_matches_the_decoders_own_evaluation(scored):
     _, sc, base, _ = scored
     m = sc._model.with_numerics(sc._numerics(sc._base))
     nll = [np.log(m.perplexity(w).perplexity) for w in sc._windows]
-    assert base["perplexity"][0] == pytest.approx(float(np.exp(np.mean(nll))), rel=1e-6)
+    # the logits are float32 and perplexity() runs the LM head in chunks of its own, so BLAS
+    # may block the sums differently: agreement to a few float32 ulps, not bit for bit
+    assert base["perplexity"][0] == pytest.approx(float(np.exp(np.mean(nll))), rel=1e-5)
     spread = np.std(np.exp(nll), ddof=1)
-    assert base["perplexity_std"][0] == pytest.approx(float(spread), rel=1e-6)
+    assert base["perplexity_std"][0] == pytest.approx(float(spread), rel=1e-5)
     f = sc._model
     f_ppl = float(np.exp(np.mean([np.log(f.perplexity(w).perplexity) for w in sc._windows])))
     assert base["perplexity_increase_pct"][0] == pytest.approx(
-        (base["perplexity"][0] / f_ppl - 1) * 100, rel=1e-6
+        (base["perplexity"][0] / f_ppl - 1) * 100, rel=1e-4
     )
+    f_nll = [np.log(f.perplexity(w).perplexity) for w in sc._windows]
+    paired = np.std([np.exp(a - b) - 1 for a, b in zip(nll, f_nll, strict=True)], ddof=1) * 100
+    assert base["perplexity_increase_pct_std"][0] == pytest.approx(float(paired), rel=1e-3)
+    assert (
+        base["perplexity_increase_pct_std"][0]
+        < base["perplexity_std"][0] / base["perplexity"][0] * 100
+    )  # paired windows: tighter than the perplexity's own spread
     assert {k: u for k, (_, u) in base.items()} == dict(PERPLEXITY_METRICS)
 
 
