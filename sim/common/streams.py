@@ -189,8 +189,11 @@ def schedule(
             raise ValueError("tasks wait for an engine that never frees (a cycle)")
         dt = t_next - now
         for i in list(running):
+            # a task whose own finish time defines t_next is done, even when rounding in
+            # dt (an ulp of a late ``now`` against a short task) leaves a sliver of its work
+            finish = now + remaining[i] * tasks[i].seconds / speed
             remaining[i] -= dt * speed / tasks[i].seconds
-            if remaining[i] <= 1e-12:
+            if remaining[i] <= 1e-12 or finish <= t_next:
                 running.remove(i)
                 done[i] = True
                 end[i] = t_next

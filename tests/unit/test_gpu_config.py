@@ -12,7 +12,15 @@ from coaccel.spine.config import ConfigError
 
 
 def test_shipped_gpus() -> None:
-    assert set(ARCH_NAMES) == {"a100_40g", "a100_80g", "gh200", "h100_sxm", "h200", "rtx_a6000"}
+    assert set(ARCH_NAMES) == {
+        "a100_40g",
+        "a100_80g",
+        "gh200",
+        "h100_sxm",
+        "h200",
+        "l40s",
+        "rtx_a6000",
+    }
     for name in ARCH_NAMES:
         cfg = load_arch(name)
         assert cfg.kind == "gpu" and cfg.name == name

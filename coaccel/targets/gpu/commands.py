@@ -16,6 +16,9 @@ examples:
   coaccel validate gpu --points 0 --out /tmp/v
   coaccel validate gpu --no-real              leave out the real-input (SmolLM2) rows
   coaccel validate gpu --real-contexts 1024,2048 --real-passages 1
+  coaccel validate gpu --measured arch_configs/gpu/measured/decode_attention_measured.csv
+                                              measured decode-attention ops: calibrated
+                                              predictions with 90 % intervals, leave one GPU out
 """
 
 
@@ -87,6 +90,25 @@ def register_validate(sub: Any) -> None:
         metavar="N",
         help="simulate at most N points of each measured curve (default 24; 0: all)",
     )
+    g.add_argument(
+        "--measured",
+        type=Path,
+        default=None,
+        metavar="FILE.csv",
+        help="instead of the anchors: predict the measured decode-attention ops of FILE.csv "
+        "(columns source, gpu, kernel, dtype, batch, n_q_heads, n_kv_heads, head_dim, "
+        "context_len, measured_us, notes; the shipped set is "
+        "arch_configs/gpu/measured/decode_attention_measured.csv), fit each kernel library's "
+        "floor and efficiency on the non-Hopper GPUs, give 90 %% intervals, leave one GPU out, "
+        "and write DIR/<name>_predicted.csv (docs/gpu_measured.md)",
+    )
+    g.add_argument(
+        "--page-tokens",
+        type=int_in(1, 1 << 20),
+        default=64,
+        metavar="N",
+        help="with --measured: tokens per paged-KV block of the simulated ops (default 64)",
+    )
     add_out(g, DEFAULT_OUT)
     add_output_flags(g, "print the rows as JSON (one object per row, the CSV's columns)")
     g.set_defaults(func=run_validate, command="validate gpu")
@@ -101,6 +123,8 @@ def run_validate(args: argparse.Namespace) -> int:
     Returns:
         0 (rows outside their band or tolerance are reported, not an error).
     """
+    if args.measured is not None:
+        return run_measured(args)
     from coaccel.report.validation import validation_rows
 
     from .validation import validate_gpu
@@ -120,6 +144,49 @@ def run_validate(args: argparse.Namespace) -> int:
     paths = write_gpu_validation_report(v, run.out)
     doc = {"targets": validation_rows(v), "notes": list(v.notes)}
     return run.finish(paths, text=format_gpu_validation(v), doc=doc)
+
+
+def run_measured(args: argparse.Namespace) -> int:
+    """``coaccel validate gpu --measured FILE.csv``: check the CSV, then simulate, calibrate,
+    print and write ``<name>_predicted.csv`` (:mod:`coaccel.targets.gpu.measured`).
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0.
+
+    Raises:
+        CoaccelError: the CSV is not a readable regular file or has a bad row (one line naming
+            file, line, column and value), the output folder cannot be written, or the output
+            file would be the input itself.
+    """
+    import os
+
+    from coaccel.commands.args import in_file
+    from coaccel.spine.errors import CoaccelError
+
+    from .measured import evaluate_measured, read_measured_csv
+    from .measured_report import (
+        format_measured,
+        measured_doc,
+        predicted_path,
+        write_measured_predictions,
+    )
+
+    src = in_file(Path(args.measured), "--measured")
+    table = read_measured_csv(src)
+    run = Outputs(args, "coaccel validate gpu")
+    dest = predicted_path(run.out, src)
+    if dest.exists() and os.path.samefile(dest, src):
+        raise CoaccelError(
+            f"--out {str(run.out)!r}: {str(dest)!r} is the --measured file itself; a command "
+            "never writes to a file it was given to read"
+        )
+    run.progress(f"{len(table.rows)} measured rows from {src}")
+    v = evaluate_measured(table, page_tokens=args.page_tokens, progress=run.progress)
+    path = write_measured_predictions(v, run.out)
+    return run.finish([path], text=format_measured(v), doc=measured_doc(v))
 
 
 def _contexts(text: str) -> tuple[int, ...]:
