@@ -17,6 +17,14 @@ its hits served by the far partition. This is the shape of the measured pointer-
 ([S12] cuda-latency/a100_80.txt: the near plateau up to ~18-20 MB of 40, then the far plateau
 up to the L2 size, not an even mix of the two), [OURS] as a rule.
 
+Capacity: SMs on both sides reading the same lines keep a copy in each partition, so a kernel
+whose CTAs run on many SMs finds only the effective capacity (``l2.effective_capacity_mib``,
+the knee of the measured streaming-bandwidth curve: 28 of 40 MiB on the A100); a trace whose
+kernels each read from one CTA (one SM, as a pointer chase) replicates nothing and finds the
+nominal capacity: near hits while its footprint fits one partition, far hits up to the whole
+L2, DRAM beyond ([S12] cuda-latency/a100_80.txt: the far plateau holds to ~40 MB while the
+streaming bandwidth falls past ~28 MB), [OURS] as a rule.
+
 Replayed steps (warm L2): a trace whose workload metadata sets ``replayed: true``
 (:data:`REPLAYED_KEY`) is one of many back-to-back replays of the same step with nothing else
 touching the L2 in between (a CUDA graph replayed in a timing loop, as the decode-attention
@@ -133,11 +141,21 @@ class KernelTraffic:
     by_tensor: Mapping[str, int] = field(default_factory=FrozenMap)
 
 
-def cache_geometry(arch: GpuArchConfig) -> CacheGeometry:
-    """The L2 and DRAM channels of a GPU as a :class:`CacheGeometry`."""
+def cache_geometry(arch: GpuArchConfig, *, replicated: bool = True) -> CacheGeometry:
+    """The L2 and DRAM channels of a GPU as a :class:`CacheGeometry`.
+
+    Args:
+        arch: the GPU.
+        replicated: readers on both sides of a partitioned L2 (the L2 holds the effective
+            capacity); False: one SM reads everything (the nominal capacity; module
+            docstring).
+    """
     l2 = arch.l2
+    sets = l2.sets
+    if not replicated:
+        sets = max(1, int(l2.capacity_mib * 2**20) // (l2.line_bytes * l2.ways))
     return CacheGeometry(
-        sets=l2.sets,
+        sets=sets,
         ways=l2.ways,
         line_bytes=l2.line_bytes,
         sector_bytes=l2.sector_bytes,
@@ -186,12 +204,14 @@ def _analytical_hits(
     req: npt.NDArray[np.int64],
     *,
     warm: bool = False,
+    cap_mib: float | None = None,
 ) -> npt.NDArray[np.int64]:
     """Sector hits per record of the analytical rule (first touch misses in fitting tensors;
-    with ``warm``, every access hits when all touched tensors fit the L2 together)."""
+    with ``warm``, every access hits when all touched tensors fit the L2 together); the L2
+    holds ``cap_mib`` (default: its effective capacity)."""
     mem = trace.memory
     hits = np.zeros(mem.size, dtype=np.int64)
-    cap = arch.l2.effective_capacity_mib * 2**20
+    cap = (arch.l2.effective_capacity_mib if cap_mib is None else cap_mib) * 2**20
     sb = arch.l2.sector_bytes
     names = trace.table("tensor")
     tensors = trace.meta.get("tensors", {})
@@ -256,6 +276,17 @@ def _stream_runs(
     dense = covered >= DENSE_FRACTION * span
     out[idx] = np.where(dense[inv], span[inv], runs[idx])
     return out
+
+
+def _single_reader(trace: Trace, rec: _Records) -> bool:
+    """Does every kernel read device memory from one CTA only (one SM: a pointer chase)?
+    Module docstring: nothing is then replicated across the L2 partitions."""
+    sel = np.flatnonzero(rec.dev)
+    if not sel.size:
+        return False
+    pairs = np.unique(np.stack([rec.kidx[sel], trace.memory["cta"][sel].astype(np.int64)]),
+                      axis=1)  # fmt: skip
+    return pairs.shape[1] == np.unique(rec.kidx[sel]).size
 
 
 def _fits_one_partition(
@@ -372,7 +403,7 @@ def kernel_traffic(
         raise ValueError(f"fidelity must be 'cycle' or 'analytical', got {fidelity!r}")
     kernels = _KernelIndex.of(trace)
     rec = _Records.of(trace, arch, kernels)
-    geom = cache_geometry(arch)
+    geom = cache_geometry(arch, replicated=not _single_reader(trace, rec))
     l2 = _l2_traffic(trace, arch, geom, kernels, rec, fidelity)
     sb = arch.l2.sector_bytes
     read_fill = np.where(rec.rw == 0, l2.misses, 0)
@@ -589,7 +620,9 @@ def _l2_traffic(
         hits[sel], near[sel], wb[sel] = out.hits, out.near_hits, out.writebacks
         ch_sec, row_miss, runs_ch = out.channel_sectors, out.row_misses, out.run_starts
     elif sel.size:
-        h = _analytical_hits(trace, arch, dev, req, warm=warm)
+        cap_mib = arch.l2.effective_capacity_mib if geom.sets == arch.l2.sets else (
+            arch.l2.capacity_mib)  # fmt: skip
+        h = _analytical_hits(trace, arch, dev, req, warm=warm, cap_mib=cap_mib)
         hits[sel] = h[sel]
         near[sel] = h[sel] // arch.l2.partitions
     if sel.size:

@@ -80,12 +80,15 @@ def test_every_anchor_has_a_source_and_a_band(validation) -> None:  # noqa: ANN0
 
 
 def test_an_anchor_outside_its_band_differs(validation) -> None:  # noqa: ANN001
-    """The far-L2 pointer chase (measured 300.7 ns, ours 405 ns within 385-425) reads
-    ``differs``, the DRAM level beside it ``ok``."""
+    """The H200 L2 knee (measured 39.5 MiB, ours the effective 43 MiB; a knee has no band)
+    reads ``differs``; the A100 far-L2 chase, a one-CTA chase that finds the nominal L2,
+    is ``ok`` inside its band beside the DRAM level."""
     by_name = _by_name(validation)
+    knee = next(t for n, t in by_name.items() if n.startswith("h200 L2 capacity knee"))
+    assert knee.status == "differs" and knee.ours != knee.paper
     far = by_name["a100_80g pointer chase, far L2"]
-    assert not far.ours_low <= far.paper <= far.ours_high
-    assert far.status == "differs" and far.error_pct > 30
+    assert far.ours_low <= far.paper <= far.ours_high and far.status == "ok"
+    assert abs(far.error_pct) < 1
     assert by_name["a100_80g pointer chase, DRAM"].status == "ok"
     # the latencies are published in cycles at 1410 MHz and compared in ns
     assert far.paper == pytest.approx(424 / 1.41) and far.unit == "ns"
@@ -97,7 +100,7 @@ def test_text_has_a_status_per_row_and_ends_with_the_summary_line(validation) ->
     last = text.splitlines()[-1]
     fitted = ", ".join(f"{n} {k}" for k, n in sorted(counts["fitted"].items()))
     assert last.startswith("targets: predicted: ") and f"fitted (in sample): {fitted}" in last
-    assert GROUP_TITLES["latency"] in text and "why (a100_80g pointer chase, far L2)" in text
+    assert GROUP_TITLES["latency"] in text and "why (h200 L2 capacity knee" in text
     assert "ours (band)" in text and "note: band: bandwidths" in text
 
 

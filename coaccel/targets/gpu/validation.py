@@ -542,9 +542,9 @@ def _latency_rows(
         note = f"simulated chase over {r.size_bytes / 2**20:.3g} MiB"
         if key == "chase_far_l2":
             note += (
-                "; the measured chase still hits L2 at 30-40 MB while the simulated L2 holds "
-                "only its effective capacity (the streaming curve's knee) under LRU, so the "
-                "simulated chase misses to DRAM (docs/gpu_decode.md, section 4)"
+                "; a one-CTA chase replicates nothing across the two L2 partitions, so it finds "
+                "the nominal 40 MiB (far hits past one partition) where streaming kernels find "
+                "the effective 28 MiB (coaccel.sim.gpu_mem.traffic, capacity rule)"
             )
         # the published figure is in cycles of the measured run's clock: compare in ns
         rows.append(
