@@ -162,21 +162,6 @@ def pearson_r(measured: Sequence[float], ours: Sequence[float]) -> float:
     return float(np.corrcoef(m, o)[0, 1])
 
 
-def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float:
-    """Kendall's tau-b rank correlation of two paired samples (ties counted as neither
-    concordant nor discordant; NaN with fewer than two pairs or a constant side)."""
-    x = np.asarray(a, dtype=np.float64)
-    y = np.asarray(b, dtype=np.float64)
-    if x.size != y.size:
-        raise ValueError(f"kendall_tau: {x.size} against {y.size} values")
-    i, j = np.triu_indices(x.size, k=1)
-    dx, dy = np.sign(x[i] - x[j]), np.sign(y[i] - y[j])
-    n_x, n_y = np.count_nonzero(dx), np.count_nonzero(dy)
-    if n_x == 0 or n_y == 0:
-        return math.nan
-    return float(np.sum(dx * dy) / math.sqrt(n_x * n_y))
-
-
 def _default_simulate(arch: Any, workload: Any, mode: str) -> Any:
     from coaccel.simulation import simulate
 
@@ -650,6 +635,8 @@ RANK_TAU_MIN = 0.95
 def _rank_rows(archs: Mapping[str, Any], sim: Simulate) -> list[Target]:
     """Do the analytical and cycle tiers rank designs alike? Kendall's tau over a sweep of W1
     decode steps (GPU x batch x context)."""
+    from coaccel.targets.gpu.measured import kendall_tau
+
     an, cy = [], []
     for g in RANK_GPUS:
         for b, t in RANK_SHAPES:
