@@ -1,7 +1,9 @@
 """``coaccel validate gpu --measured FILE.csv``: the GPU simulator against measured decode ops.
 
 Pure computation (reading the CSV is the only I/O; :mod:`coaccel.targets.gpu.measured_report`
-prints and writes). docs/gpu_measured.md has the model, the fitted values and the results.
+prints and writes). docs/gpu_measured.md has the model, the fitted values and the results. The
+calibration model, the interval helpers and the metrics live in the private
+:mod:`coaccel.targets.gpu._measured_fit`; this module re-exports its public names.
 
 **What is measured.** One row per timed decode-attention op: GPU, kernel library, dtype, batch,
 query and KV heads, head dimension, context and the measured time in µs
@@ -76,9 +78,26 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import numpy.typing as npt
 
 from coaccel.spine.errors import CoaccelError
+from coaccel.targets.gpu._measured_fit import (
+    COVERAGE,
+    MIN_ROWS_PER_LIBRARY,
+    REGIMES,
+    Calibration,
+    ErrorSummary,
+    LibraryParams,
+    Regime,
+    conformal_halfwidth,
+    error_summary,
+    fit_calibration,
+    fit_library,
+    group_summaries,
+    kendall_tau,
+    loo_coverage,
+    loo_predictions,
+    regime_halfwidths,
+)
 
 __all__ = [
     "COVERAGE",
@@ -134,12 +153,6 @@ NEVER_FITTED = frozenset({"h100_sxm", "h200"})
 """Configs whose rows are never fitted (Hopper: predicted from datasheets and microbenchmarks
 alone, held out)."""
 
-COVERAGE = 0.9
-"""Target coverage of the prediction intervals."""
-
-MIN_ROWS_PER_LIBRARY = 3
-"""Fewest rows of a library for a fit of its own (else the pooled fit)."""
-
 DEFAULT_PAGE_TOKENS = 64
 """Tokens per paged-KV block when not given ([AIC-REPO] vLLM collector: block 64)."""
 
@@ -150,8 +163,6 @@ MAX_TILES = 2**21
 MEASURED_DIR = "gpu/measured"
 MEASURED_FILE = "decode_attention_measured.csv"
 
-Regime = Literal["dram", "l2"]
-REGIMES: tuple[Regime, ...] = ("dram", "l2")
 FitRole = Literal["calibration", "held-out", "skipped"]
 
 
@@ -425,244 +436,6 @@ def simulate_row(
     )
 
 
-# -- the calibration ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LibraryParams:
-    """Fitted parameters of one kernel library (or the pooled fit).
-
-    Attributes:
-        library: the library key (``"(pooled)"`` for the pooled fit).
-        floor_kcycles: fixed work per op beyond the simulated kernels, thousands of SM cycles.
-        efficiency: fraction of the simulated speed the library reaches.
-        rows: rows the fit used.
-    """
-
-    library: str
-    floor_kcycles: float
-    efficiency: float
-    rows: int
-
-    def floor_us(self, freq_mhz: float) -> float:
-        """The floor on a GPU of SM clock ``freq_mhz``, µs."""
-        return self.floor_kcycles * 1000.0 / freq_mhz
-
-    def predict_us(self, sim: RowSim) -> float:
-        """``floor_us(f) + sim_us / efficiency``, µs."""
-        return self.floor_us(sim.freq_mhz) + sim.sim_us / self.efficiency
-
-
-POOLED = "(pooled)"
-
-
-def _nonneg_lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Least squares with non-negative coefficients, by enumerating the active sets (the
-    problems here have two columns)."""
-    n = x.shape[1]
-    best, best_err = np.zeros(n), float(np.sum(y**2))
-    for mask in range(1, 2**n):
-        cols = [j for j in range(n) if mask >> j & 1]
-        sub = x[:, cols]
-        if np.linalg.matrix_rank(sub) < len(cols):
-            continue
-        c, *_ = np.linalg.lstsq(sub, y, rcond=None)
-        if np.any(c < 0):
-            continue
-        err = float(np.sum((sub @ c - y) ** 2))
-        if err < best_err - 1e-15:
-            best = np.zeros(n)
-            best[cols] = c
-            best_err = err
-    return best
-
-
-def fit_library(
-    library: str, measured_us: Sequence[float], sims: Sequence[RowSim]
-) -> LibraryParams:
-    """Fit ``floor_kcycles`` and ``efficiency`` of one library (or the pool).
-
-    Minimizes ``sum((predicted / measured - 1)^2)`` over the rows with a non-negative floor
-    and inverse efficiency (module docstring).
-
-    Args:
-        library: the key to record. measured_us: measured times, µs. sims: their simulations.
-
-    Returns:
-        :class:`LibraryParams`.
-
-    Raises:
-        ValueError: no rows, or no row with simulated time (the efficiency is undefined).
-    """
-    m = np.asarray(measured_us, dtype=np.float64)
-    if not m.size:
-        raise ValueError(f"fit_library({library!r}): no rows")
-    t = np.array([s.sim_us for s in sims])
-    kcyc_us = np.array([1000.0 / s.freq_mhz for s in sims])
-    x = np.stack([kcyc_us, t], axis=1) / m[:, None]
-    floor, inv = _nonneg_lstsq(x, np.ones_like(m))
-    if inv <= 0:
-        raise ValueError(f"fit_library({library!r}): the simulated times explain nothing")
-    return LibraryParams(library=library, floor_kcycles=float(floor), efficiency=float(1 / inv),
-                         rows=int(m.size))  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """Per-library parameters and the pooled fit they fall back to.
-
-    Attributes:
-        libraries: library key -> its fit.
-        pooled: the fit of all training rows together (for an unseen library).
-        gpus: configs of the training rows.
-        rows: training rows.
-        notes: libraries left to the pooled fit and why.
-    """
-
-    libraries: Mapping[str, LibraryParams]
-    pooled: LibraryParams
-    gpus: tuple[str, ...]
-    rows: int
-    notes: tuple[str, ...] = ()
-
-    def params(self, library: str) -> tuple[LibraryParams, bool]:
-        """The parameters of a library and whether they are its own (False: pooled)."""
-        p = self.libraries.get(library)
-        return (p, True) if p is not None else (self.pooled, False)
-
-
-def fit_calibration(
-    rows: Sequence[MeasuredRow], sims: Sequence[RowSim], gpus: Sequence[str] = ()
-) -> Calibration:
-    """Fit the pooled parameters, then each library's (module docstring).
-
-    Args:
-        rows: the training rows. sims: their simulations (same order).
-        gpus: their configs, for the record.
-
-    Returns:
-        :class:`Calibration`.
-    """
-    meas = [r.measured_us for r in rows]
-    notes: list[str] = []
-    try:
-        pooled = fit_library(POOLED, meas, sims)
-    except ValueError:
-        # the measured times do not grow with the simulated ones: keep the simulator's speed
-        # and fit the floor alone
-        m = np.asarray(meas)
-        t = np.array([s.sim_us for s in sims])
-        kc = np.array([1000.0 / s.freq_mhz for s in sims])
-        x = (kc / m)[:, None]
-        (floor,) = _nonneg_lstsq(x, 1.0 - t / m)
-        pooled = LibraryParams(POOLED, float(floor), 1.0, len(rows))
-        notes.append("the measured times do not grow with the simulated ones: the pooled "
-                     "efficiency is fixed at 1 and only its floor is fitted")  # fmt: skip
-    libs: dict[str, LibraryParams] = {}
-    for lib in sorted({r.library for r in rows}):
-        idx = [i for i, r in enumerate(rows) if r.library == lib]
-        if len(idx) < MIN_ROWS_PER_LIBRARY:
-            notes.append(f"{lib}: {len(idx)} row(s), fewer than {MIN_ROWS_PER_LIBRARY}: "
-                         "pooled fit")  # fmt: skip
-            continue
-        try:
-            libs[lib] = fit_library(lib, [meas[i] for i in idx], [sims[i] for i in idx])
-        except ValueError:
-            notes.append(f"{lib}: its measured times do not grow with the simulated ones: "
-                         "pooled fit")  # fmt: skip
-    return Calibration(libraries=libs, pooled=pooled, gpus=tuple(sorted(set(gpus))),
-                       rows=len(rows), notes=tuple(notes))  # fmt: skip
-
-
-# -- intervals and metrics ---------------------------------------------------------------------
-
-
-def conformal_halfwidth(scores: npt.ArrayLike, coverage: float = COVERAGE) -> float:
-    """Split-conformal half-width of a symmetric interval on the log ratio.
-
-    The ``ceil((n + 1) * coverage)``-th smallest of the absolute scores (infinite when
-    there are too few scores for that coverage).
-
-    Args:
-        scores: residuals ``log(measured / predicted)`` of rows not used for the fit.
-        coverage: target coverage in (0, 1).
-
-    Returns:
-        The half-width ``q``: the interval is ``[p * exp(-q), p * exp(q)]``.
-    """
-    s = np.sort(np.abs(np.asarray(scores, dtype=np.float64)))
-    k = math.ceil((s.size + 1) * coverage)
-    return float(s[k - 1]) if 1 <= k <= s.size else math.inf
-
-
-def kendall_tau(x: npt.ArrayLike, y: npt.ArrayLike) -> float:
-    """Kendall's tau-b of two sequences (ties counted as in tau-b; NaN for fewer than 2
-    points or a constant sequence)."""
-    a = np.asarray(x, dtype=np.float64)
-    b = np.asarray(y, dtype=np.float64)
-    if a.size < 2:
-        return math.nan
-    i, j = np.triu_indices(a.size, k=1)
-    da, db = np.sign(a[i] - a[j]), np.sign(b[i] - b[j])
-    n0 = i.size
-    n1 = int(np.sum(da == 0))
-    n2 = int(np.sum(db == 0))
-    denom = math.sqrt((n0 - n1) * (n0 - n2))
-    return float(np.sum(da * db) / denom) if denom else math.nan
-
-
-@dataclass(frozen=True)
-class ErrorSummary:
-    """Errors of a set of predictions against measurements.
-
-    Attributes:
-        rows: rows. mape_pct: mean absolute percentage error. median_ape_pct, p90_ape_pct,
-        max_ape_pct: median, 90th percentile and largest absolute percentage error.
-        bias_pct: mean signed error ``predicted / measured - 1``, percent (positive: slow).
-        kendall_tau: Kendall's tau-b of predicted against measured.
-        coverage: share of measurements inside their interval (NaN without intervals).
-    """
-
-    rows: int
-    mape_pct: float
-    median_ape_pct: float
-    p90_ape_pct: float
-    max_ape_pct: float
-    bias_pct: float
-    kendall_tau: float
-    coverage: float
-
-
-def error_summary(
-    measured: npt.ArrayLike,
-    predicted: npt.ArrayLike,
-    lower: npt.ArrayLike | None = None,
-    upper: npt.ArrayLike | None = None,
-) -> ErrorSummary:
-    """:class:`ErrorSummary` of predictions (intervals optional)."""
-    m = np.asarray(measured, dtype=np.float64)
-    p = np.asarray(predicted, dtype=np.float64)
-    if not m.size:
-        nan = math.nan
-        return ErrorSummary(0, nan, nan, nan, nan, nan, nan, nan)
-    rel = p / m - 1.0
-    ape = np.abs(rel) * 100.0
-    cov = math.nan
-    if lower is not None and upper is not None:
-        lo, hi = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
-        cov = float(np.mean((lo <= m) & (m <= hi)))
-    return ErrorSummary(
-        rows=int(m.size),
-        mape_pct=float(ape.mean()),
-        median_ape_pct=float(np.median(ape)),
-        p90_ape_pct=float(np.percentile(ape, 90)),
-        max_ape_pct=float(ape.max()),
-        bias_pct=float(rel.mean() * 100.0),
-        kendall_tau=kendall_tau(p, m),
-        coverage=cov,
-    )
-
-
 # -- the whole evaluation ----------------------------------------------------------------------
 
 
@@ -738,64 +511,69 @@ class MeasuredValidation:
 SimulateRow = Callable[[MeasuredRow, Any], RowSim]
 
 
-def _loo(rows: Sequence[MeasuredRow], sims: Sequence[RowSim]) -> np.ndarray:
-    """Leave-one-out predictions of each row from a fit on the others, µs."""
-    out = np.empty(len(rows))
-    for i in range(len(rows)):
-        keep = [j for j in range(len(rows)) if j != i]
-        cal = fit_calibration([rows[j] for j in keep], [sims[j] for j in keep])
-        p, _ = cal.params(rows[i].library)
-        out[i] = p.predict_us(sims[i])
-    return out
+@dataclass
+class _Run:
+    """One evaluation in progress (:func:`evaluate_measured`): its inputs, and the per-row
+    results that the stages fill in.
+
+    Attributes:
+        rows: the table's rows. cfg_of: each row's config (``""``: skipped).
+        sims: each row's simulation (None: skipped). coverage: target coverage.
+        say: the progress callback. notes: the notes so far, in the order written.
+        meas: measured times, µs. The per-row results, indexed like ``rows`` (NaN or ``""``
+            where a row has none): pred, lo, hi, which (prediction, interval, µs, and
+            ``"library"`` / ``"pooled"``); loo_p (leave-one-out prediction, µs) and inside (is
+            it inside the other rows' interval); logo_p, logo_lo, logo_hi, logo_which (the same
+            for leave one GPU out).
+    """
+
+    rows: Sequence[MeasuredRow]
+    cfg_of: Sequence[str]
+    sims: Sequence[RowSim | None]
+    coverage: float
+    say: Callable[[str], None]
+    notes: list[str]
+    meas: np.ndarray = field(init=False)
+    pred: np.ndarray = field(init=False)
+    lo: np.ndarray = field(init=False)
+    hi: np.ndarray = field(init=False)
+    which: list[str] = field(init=False)
+    loo_p: np.ndarray = field(init=False)
+    inside: np.ndarray = field(init=False)
+    logo_p: np.ndarray = field(init=False)
+    logo_lo: np.ndarray = field(init=False)
+    logo_hi: np.ndarray = field(init=False)
+    logo_which: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.rows)
+        self.meas = np.array([r.measured_us for r in self.rows])
+        for name in ("pred", "lo", "hi", "loo_p", "logo_p", "logo_lo", "logo_hi"):
+            setattr(self, name, np.full(n, math.nan))
+        self.which, self.logo_which = [""] * n, [""] * n
+        self.inside = np.zeros(n, dtype=bool)
+
+    def sim(self, i: int) -> RowSim:
+        """The simulation of row ``i``, which has a config."""
+        s = self.sims[i]
+        assert s is not None  # every row with a config is simulated
+        return s
 
 
-def _regime_scores(reg: np.ndarray, scores: np.ndarray, r: str, coverage: float) -> np.ndarray:
-    """The scores of regime ``r``; all scores when the regime has too few for a finite
-    quantile at ``coverage`` (fewer than ``coverage / (1 - coverage)``)."""
-    s = scores[reg == r]
-    return s if math.isfinite(conformal_halfwidth(s, coverage)) else scores
+@dataclass(frozen=True)
+class _Fitted:
+    """What the calibration stages give :class:`MeasuredValidation` (the defaults: nothing
+    fitted); the fields are those of :class:`MeasuredValidation`."""
 
-
-def _halfwidths(regimes: Sequence[str], scores: np.ndarray, coverage: float) -> dict[str, float]:
-    """Conformal half-width per regime (:func:`_regime_scores`)."""
-    reg = np.asarray(regimes)
-    return {r: conformal_halfwidth(_regime_scores(reg, scores, r, coverage), coverage)
-            for r in REGIMES}  # fmt: skip
-
-
-def _loo_coverage(regimes: Sequence[str], scores: np.ndarray, coverage: float) -> np.ndarray:
-    """Per row: is its leave-one-out score inside the half-width of the other rows' scores
-    (of its regime, :func:`_regime_scores`)?"""
-    reg = np.asarray(regimes)
-    inside = np.zeros(scores.size, dtype=bool)
-    for i in range(scores.size):
-        others = np.arange(scores.size) != i
-        q = conformal_halfwidth(_regime_scores(reg[others], scores[others], reg[i], coverage),
-                                coverage)  # fmt: skip
-        inside[i] = abs(scores[i]) <= q
-    return inside
-
-
-def _summaries(
-    groups: Mapping[str, Sequence[int]],
-    measured: np.ndarray,
-    predicted: np.ndarray,
-    lower: np.ndarray | None,
-    upper: np.ndarray | None,
-    inside: np.ndarray | None = None,
-) -> dict[str, ErrorSummary]:
-    out = {}
-    for g, idx in groups.items():
-        ix = np.asarray(idx, dtype=np.int64)
-        if not ix.size:
-            continue
-        s = error_summary(measured[ix], predicted[ix],
-                          None if lower is None else lower[ix],
-                          None if upper is None else upper[ix])  # fmt: skip
-        if inside is not None:
-            s = ErrorSummary(**{**s.__dict__, "coverage": float(np.mean(inside[ix]))})
-        out[g] = s
-    return out
+    calibration: Calibration | None = None
+    logo_fits: Mapping[str, Calibration] = field(default_factory=dict)
+    halfwidths: Mapping[str, float] = field(default_factory=dict)
+    heldout_halfwidths: Mapping[str, float] = field(default_factory=dict)
+    in_sample: Mapping[str, ErrorSummary] = field(default_factory=dict)
+    loo: Mapping[str, ErrorSummary] = field(default_factory=dict)
+    logo: Mapping[str, ErrorSummary] = field(default_factory=dict)
+    held_out: Mapping[str, ErrorSummary] = field(default_factory=dict)
+    by_regime: Mapping[tuple[str, str], ErrorSummary] = field(default_factory=dict)
 
 
 def evaluate_measured(
@@ -827,29 +605,76 @@ def evaluate_measured(
 
         load_arch = _load
     sim_fn = simulate or (lambda r, a: simulate_row(r, a, page_tokens=page_tokens))
-    notes: list[str] = []
     cfg_of = [gpu_config(r.gpu) or "" for r in table.rows]
-    skipped = sorted({r.gpu for r, c in zip(table.rows, cfg_of, strict=True) if not c})
-    if skipped:
-        n = sum(1 for c in cfg_of if not c)
-        notes.append(
-            f"{n} row(s) skipped: no config for GPU {', '.join(repr(g) for g in skipped)} "
-            f"(known: {', '.join(sorted(set(GPU_CONFIGS)))})"
-        )
+    notes = _skipped_notes(table.rows, cfg_of)
     archs = {c: load_arch(c) for c in sorted({c for c in cfg_of if c})}
     if simulate is None:
-        for r, c in zip(table.rows, cfg_of, strict=True):
-            tiles = r.batch * r.n_kv_heads * -(-r.context_len // _block_n(r, archs[c])) if c else 0
-            if tiles > MAX_TILES:
-                raise CoaccelError(
-                    f"{table.path}: line {r.line}: {tiles} K/V tiles (batch x n_kv_heads x "
-                    f"context_len / tile) to simulate; at most {MAX_TILES}"
-                )
-    sims: list[RowSim | None] = [None] * len(table.rows)
+        _check_sizes(table, cfg_of, archs)
+    sims = _simulate_rows(table.rows, cfg_of, archs, sim_fn, say)
+    run = _Run(table.rows, cfg_of, sims, coverage, say, notes)
+    todo = [i for i, c in enumerate(cfg_of) if c]
+    cal_idx = [i for i in todo if cfg_of[i] not in NEVER_FITTED]
+    held_idx = [i for i in todo if cfg_of[i] in NEVER_FITTED]
+    if cal_idx:
+        fitted = _calibrate(run, cal_idx, held_idx)
+    else:
+        fitted = _Fitted()
+        notes.append("no calibration rows (every mapped GPU is held out): nothing is fitted, "
+                     "no prediction is made")  # fmt: skip
+    return MeasuredValidation(
+        table=table,
+        predictions=_predictions(run),
+        calibration=fitted.calibration,
+        logo_fits=fitted.logo_fits,
+        halfwidths=fitted.halfwidths,
+        heldout_halfwidths=fitted.heldout_halfwidths,
+        in_sample=fitted.in_sample,
+        loo=fitted.loo,
+        logo=fitted.logo,
+        held_out=fitted.held_out,
+        by_regime=fitted.by_regime,
+        page_tokens=page_tokens,
+        coverage=coverage,
+        notes=tuple(notes),
+    )
+
+
+def _skipped_notes(rows: Sequence[MeasuredRow], cfg_of: Sequence[str]) -> list[str]:
+    """A note on the rows skipped for a GPU without a config (none when every GPU has one)."""
+    skipped = sorted({r.gpu for r, c in zip(rows, cfg_of, strict=True) if not c})
+    if not skipped:
+        return []
+    n = sum(1 for c in cfg_of if not c)
+    return [f"{n} row(s) skipped: no config for GPU {', '.join(repr(g) for g in skipped)} "
+            f"(known: {', '.join(sorted(set(GPU_CONFIGS)))})"]  # fmt: skip
+
+
+def _check_sizes(table: MeasuredTable, cfg_of: Sequence[str], archs: Mapping[str, Any]) -> None:
+    """Refuse, before any simulation, a row whose trace would have over :data:`MAX_TILES`
+    K/V tiles (:class:`CoaccelError` naming the file and line)."""
+    for r, c in zip(table.rows, cfg_of, strict=True):
+        tiles = r.batch * r.n_kv_heads * -(-r.context_len // _block_n(r, archs[c])) if c else 0
+        if tiles > MAX_TILES:
+            raise CoaccelError(
+                f"{table.path}: line {r.line}: {tiles} K/V tiles (batch x n_kv_heads x "
+                f"context_len / tile) to simulate; at most {MAX_TILES}"
+            )
+
+
+def _simulate_rows(
+    rows: Sequence[MeasuredRow],
+    cfg_of: Sequence[str],
+    archs: Mapping[str, Any],
+    sim_fn: SimulateRow,
+    say: Callable[[str], None],
+) -> list[RowSim | None]:
+    """Simulate every row with a config (None for the others), each distinct op once (rows of
+    the same config, dtype and shape share a simulation), reporting every 20 rows."""
+    sims: list[RowSim | None] = [None] * len(rows)
     cache: dict[tuple[Any, ...], RowSim] = {}
     todo = [i for i, c in enumerate(cfg_of) if c]
     for k, i in enumerate(todo):
-        r = table.rows[i]
+        r = rows[i]
         key = (cfg_of[i], r.dtype, r.batch, r.n_q_heads, r.n_kv_heads, r.head_dim,
                r.context_len)  # fmt: skip
         if key not in cache:
@@ -857,147 +682,179 @@ def evaluate_measured(
         sims[i] = cache[key]
         if (k + 1) % 20 == 0 or k + 1 == len(todo):
             say(f"simulated {k + 1}/{len(todo)} rows ({len(cache)} distinct ops)")
-    cal_idx = [i for i in todo if cfg_of[i] not in NEVER_FITTED]
-    held_idx = [i for i in todo if cfg_of[i] in NEVER_FITTED]
-    rows = table.rows
-    meas = np.array([r.measured_us for r in rows])
-    n = len(rows)
-    pred, lo, hi = np.full(n, math.nan), np.full(n, math.nan), np.full(n, math.nan)
-    loo_p = np.full(n, math.nan)
-    logo_p, logo_lo, logo_hi = np.full(n, math.nan), np.full(n, math.nan), np.full(n, math.nan)
-    which = [""] * n
-    logo_which = [""] * n
-    calibration: Calibration | None = None
-    halfw: dict[str, float] = {}
-    held_halfw: dict[str, float] = {}
-    logo_fits: dict[str, Calibration] = {}
-    in_sample: dict[str, ErrorSummary] = {}
-    loo_sum: dict[str, ErrorSummary] = {}
-    logo_sum: dict[str, ErrorSummary] = {}
-    held_sum: dict[str, ErrorSummary] = {}
-    by_regime: dict[tuple[str, str], ErrorSummary] = {}
-    inside = np.zeros(n, dtype=bool)
-    if not cal_idx:
-        notes.append("no calibration rows (every mapped GPU is held out): nothing is fitted, "
-                     "no prediction is made")  # fmt: skip
-    else:
-        crow = [rows[i] for i in cal_idx]
-        csim = [sims[i] for i in cal_idx]
-        assert all(s is not None for s in csim)
-        say(f"fitting {len(crow)} calibration rows and their leave-one-out refits")
-        calibration = fit_calibration(crow, csim, [cfg_of[i] for i in cal_idx])  # type: ignore[arg-type]
-        loo = _loo(crow, csim)  # type: ignore[arg-type]
-        loo_p[cal_idx] = loo
-        scores = np.log(meas[cal_idx] / loo)
-        regimes = [s.regime for s in csim]  # type: ignore[union-attr]
-        halfw = _halfwidths(regimes, scores, coverage)
-        inside[cal_idx] = _loo_coverage(regimes, scores, coverage)
-        for i in cal_idx:
-            p, own = calibration.params(rows[i].library)
-            s = sims[i]
-            assert s is not None
-            pred[i] = p.predict_us(s)
-            q = halfw[s.regime]
-            lo[i], hi[i] = pred[i] * math.exp(-q), pred[i] * math.exp(q)
-            which[i] = "library" if own else "pooled"
-        # leave one GPU out
-        cal_gpus = sorted({cfg_of[i] for i in cal_idx})
-        logo_scores: list[float] = []
-        logo_regimes: list[str] = []
-        if len(cal_gpus) < 2:
-            notes.append(f"leave-one-GPU-out needs two calibration GPUs; only {cal_gpus[0]} "
-                         "has rows")  # fmt: skip
-        for g in cal_gpus if len(cal_gpus) >= 2 else []:
-            train = [i for i in cal_idx if cfg_of[i] != g]
-            test = [i for i in cal_idx if cfg_of[i] == g]
-            say(f"leave {g} out: fitting {len(train)} rows, predicting {len(test)}")
-            trow = [rows[i] for i in train]
-            tsim = [sims[i] for i in train]
-            fit = fit_calibration(trow, tsim, [cfg_of[i] for i in train])  # type: ignore[arg-type]
-            logo_fits[g] = fit
-            t_loo = _loo(trow, tsim)  # type: ignore[arg-type]
-            t_scores = np.log(meas[train] / t_loo)
-            t_half = _halfwidths([s.regime for s in tsim], t_scores, coverage)  # type: ignore[union-attr]
-            unseen = sorted({rows[i].library for i in test} - set(fit.libraries))
-            if unseen:
-                notes.append(
-                    f"leave {g} out: librar{'ies' if len(unseen) > 1 else 'y'} "
-                    f"{', '.join(unseen)} not in the training rows: pooled fit"
-                )
-            for i in test:
-                p, own = fit.params(rows[i].library)
-                s = sims[i]
-                assert s is not None
-                logo_p[i] = p.predict_us(s)
-                q = t_half[s.regime]
-                logo_lo[i], logo_hi[i] = logo_p[i] * math.exp(-q), logo_p[i] * math.exp(q)
-                logo_which[i] = "library" if own else "pooled"
-                logo_scores.append(math.log(meas[i] / logo_p[i]))
-                logo_regimes.append(s.regime)
-        if logo_scores:
-            held_halfw = _halfwidths(logo_regimes, np.array(logo_scores), coverage)
-        # held-out (never fitted) GPUs
-        for i in held_idx:
-            p, own = calibration.params(rows[i].library)
-            s = sims[i]
-            assert s is not None
-            pred[i] = p.predict_us(s)
-            q = (held_halfw or halfw)[s.regime]
-            lo[i], hi[i] = pred[i] * math.exp(-q), pred[i] * math.exp(q)
-            which[i] = "library" if own else "pooled"
-        if held_idx and not held_halfw:
-            notes.append("held-out rows' intervals use the calibration rows' leave-one-out "
-                         "scores (no leave-one-GPU-out scores: one calibration GPU)")  # fmt: skip
-        pooled_libs = sorted({rows[i].library for i in held_idx if which[i] == "pooled"})
-        if pooled_libs:
-            notes.append(f"held-out rows of {', '.join(pooled_libs)}: library not in the "
-                         "calibration rows, pooled fit")  # fmt: skip
-        notes.extend(calibration.notes)
-        gcal = _groups(cal_idx, cfg_of)
-        in_sample = _summaries(gcal, meas, pred, lo, hi, inside)
-        loo_sum = _summaries(gcal, meas, loo_p, None, None)
-        if logo_fits:
-            logo_sum = _summaries(gcal, meas, logo_p, logo_lo, logo_hi)
-        if held_idx:
-            held_sum = _summaries(_groups(held_idx, cfg_of), meas, pred, lo, hi)
-        for regime in REGIMES:
-            ri: dict[str, list[int]] = {
-                regime: [i for i in cal_idx if sims[i].regime == regime]  # type: ignore[union-attr]
-            }
-            for r_, s_ in _summaries(ri, meas, pred, lo, hi, inside).items():
-                by_regime[("in_sample", r_)] = s_
-            if logo_fits:
-                for r_, s_ in _summaries(ri, meas, logo_p, logo_lo, logo_hi).items():
-                    by_regime[("logo", r_)] = s_
-    preds = []
-    for i, r in enumerate(rows):
-        role: FitRole = (
-            "skipped" if not cfg_of[i] else "held-out" if cfg_of[i] in NEVER_FITTED
-            else "calibration"
-        )  # fmt: skip
-        preds.append(Prediction(
-            row=r, gpu_config=cfg_of[i], fit_role=role, sim=sims[i],
-            predicted_us=float(pred[i]), lower_us=float(lo[i]), upper_us=float(hi[i]),
-            params=which[i], loo_us=float(loo_p[i]), logo_us=float(logo_p[i]),
-            logo_lower_us=float(logo_lo[i]), logo_upper_us=float(logo_hi[i]),
-            logo_params=logo_which[i],
-        ))  # fmt: skip
-    return MeasuredValidation(
-        table=table,
-        predictions=tuple(preds),
+    return sims
+
+
+def _calibrate(run: _Run, cal_idx: Sequence[int], held_idx: Sequence[int]) -> _Fitted:
+    """Fit the calibration rows, leave each calibration GPU out, predict the held-out rows,
+    and summarize the errors (module docstring); ``cal_idx`` is not empty."""
+    calibration, halfw = _fit_in_sample(run, cal_idx)
+    logo_fits, held_halfw = _leave_one_gpu_out(run, cal_idx)
+    _predict_held_out(run, held_idx, calibration, halfw, held_halfw)
+    run.notes.extend(calibration.notes)
+    gcal = _groups(cal_idx, run.cfg_of)
+    return _Fitted(
         calibration=calibration,
         logo_fits=logo_fits,
         halfwidths=halfw,
         heldout_halfwidths=held_halfw,
-        in_sample=in_sample,
-        loo=loo_sum,
-        logo=logo_sum,
-        held_out=held_sum,
-        by_regime=by_regime,
-        page_tokens=page_tokens,
-        coverage=coverage,
-        notes=tuple(notes),
+        in_sample=group_summaries(gcal, run.meas, run.pred, run.lo, run.hi, run.inside),
+        loo=group_summaries(gcal, run.meas, run.loo_p, None, None),
+        logo=group_summaries(gcal, run.meas, run.logo_p, run.logo_lo, run.logo_hi)
+        if logo_fits
+        else {},
+        held_out=(
+            group_summaries(_groups(held_idx, run.cfg_of), run.meas, run.pred, run.lo, run.hi)
+            if held_idx
+            else {}
+        ),  # fmt: skip
+        by_regime=_regime_summaries(run, cal_idx, bool(logo_fits)),
     )
+
+
+def _predict(run: _Run, fit: Calibration, halfw: Mapping[str, float], idx: Sequence[int],
+             *, logo: bool = False) -> None:  # fmt: skip
+    """Predict rows ``idx`` with ``fit`` and give each the interval of half-width
+    ``halfw[regime]``: into ``pred``, ``lo``, ``hi``, ``which`` (``logo``: the ``logo_``
+    ones)."""
+    if logo:
+        out, lo, hi, which = run.logo_p, run.logo_lo, run.logo_hi, run.logo_which
+    else:
+        out, lo, hi, which = run.pred, run.lo, run.hi, run.which
+    for i in idx:
+        p, own = fit.params(run.rows[i].library)
+        s = run.sim(i)
+        out[i] = p.predict_us(s)
+        q = halfw[s.regime]
+        lo[i], hi[i] = out[i] * math.exp(-q), out[i] * math.exp(q)
+        which[i] = "library" if own else "pooled"
+
+
+def _fit_in_sample(run: _Run, cal_idx: Sequence[int]) -> tuple[Calibration, dict[str, float]]:
+    """Fit every calibration row; the leave-one-out predictions give the interval
+    half-widths per regime and each row's coverage; predict the calibration rows.
+
+    Returns:
+        The fit and its half-widths (regime -> log ratio).
+    """
+    crow = [run.rows[i] for i in cal_idx]
+    csim = [run.sim(i) for i in cal_idx]
+    run.say(f"fitting {len(crow)} calibration rows and their leave-one-out refits")
+    calibration = fit_calibration(crow, csim, [run.cfg_of[i] for i in cal_idx])
+    loo = loo_predictions(crow, csim)
+    run.loo_p[cal_idx] = loo
+    scores = np.log(run.meas[cal_idx] / loo)
+    regimes = [s.regime for s in csim]
+    halfw = regime_halfwidths(regimes, scores, run.coverage)
+    run.inside[cal_idx] = loo_coverage(regimes, scores, run.coverage)
+    _predict(run, calibration, halfw, cal_idx)
+    return calibration, halfw
+
+
+def _leave_one_gpu_out(
+    run: _Run, cal_idx: Sequence[int]
+) -> tuple[dict[str, Calibration], dict[str, float]]:
+    """Predict each calibration GPU from a fit on the others (:func:`_logo_fold`), with two
+    or more calibration GPUs (else a note).
+
+    Returns:
+        GPU -> its fold's fit, and the held-out half-widths from the folds' scores (regime ->
+        log ratio; empty without folds).
+    """
+    cal_gpus = sorted({run.cfg_of[i] for i in cal_idx})
+    if len(cal_gpus) < 2:
+        run.notes.append(f"leave-one-GPU-out needs two calibration GPUs; only {cal_gpus[0]} "
+                         "has rows")  # fmt: skip
+        return {}, {}
+    logo_fits: dict[str, Calibration] = {}
+    scores: list[float] = []
+    regimes: list[str] = []
+    for g in cal_gpus:
+        logo_fits[g] = _logo_fold(run, cal_idx, g)
+        test = [i for i in cal_idx if run.cfg_of[i] == g]
+        scores += [math.log(run.meas[i] / run.logo_p[i]) for i in test]
+        regimes += [run.sim(i).regime for i in test]
+    held_halfw = regime_halfwidths(regimes, np.array(scores), run.coverage) if scores else {}
+    return logo_fits, held_halfw
+
+
+def _logo_fold(run: _Run, cal_idx: Sequence[int], gpu: str) -> Calibration:
+    """Fit the calibration rows of the other GPUs and predict ``gpu``'s rows, with intervals
+    from the training rows' leave-one-out scores; note libraries the training rows lack.
+
+    Returns:
+        The fold's fit.
+    """
+    train = [i for i in cal_idx if run.cfg_of[i] != gpu]
+    test = [i for i in cal_idx if run.cfg_of[i] == gpu]
+    run.say(f"leave {gpu} out: fitting {len(train)} rows, predicting {len(test)}")
+    trow = [run.rows[i] for i in train]
+    tsim = [run.sim(i) for i in train]
+    fit = fit_calibration(trow, tsim, [run.cfg_of[i] for i in train])
+    t_loo = loo_predictions(trow, tsim)
+    t_scores = np.log(run.meas[train] / t_loo)
+    t_half = regime_halfwidths([s.regime for s in tsim], t_scores, run.coverage)
+    unseen = sorted({run.rows[i].library for i in test} - set(fit.libraries))
+    if unseen:
+        run.notes.append(
+            f"leave {gpu} out: librar{'ies' if len(unseen) > 1 else 'y'} "
+            f"{', '.join(unseen)} not in the training rows: pooled fit"
+        )
+    _predict(run, fit, t_half, test, logo=True)
+    return fit
+
+
+def _predict_held_out(
+    run: _Run,
+    held_idx: Sequence[int],
+    calibration: Calibration,
+    halfw: Mapping[str, float],
+    held_halfw: Mapping[str, float],
+) -> None:
+    """Predict the never-fitted GPUs' rows from the full fit, with the leave-one-GPU-out
+    half-widths (the calibration ones without them); note the fallbacks."""
+    _predict(run, calibration, held_halfw or halfw, held_idx)
+    if held_idx and not held_halfw:
+        run.notes.append("held-out rows' intervals use the calibration rows' leave-one-out "
+                         "scores (no leave-one-GPU-out scores: one calibration GPU)")  # fmt: skip
+    pooled_libs = sorted({run.rows[i].library for i in held_idx if run.which[i] == "pooled"})
+    if pooled_libs:
+        run.notes.append(f"held-out rows of {', '.join(pooled_libs)}: library not in the "
+                         "calibration rows, pooled fit")  # fmt: skip
+
+
+def _regime_summaries(
+    run: _Run, cal_idx: Sequence[int], logo: bool
+) -> dict[tuple[str, str], ErrorSummary]:
+    """Errors of the calibration rows per regime, over all GPUs: ``("in_sample", regime)``
+    and, with leave-one-GPU-out (``logo``), ``("logo", regime)``."""
+    by_regime: dict[tuple[str, str], ErrorSummary] = {}
+    for regime in REGIMES:
+        ri: dict[str, list[int]] = {regime: [i for i in cal_idx if run.sim(i).regime == regime]}
+        for r_, s_ in group_summaries(ri, run.meas, run.pred, run.lo, run.hi, run.inside).items():
+            by_regime[("in_sample", r_)] = s_
+        if logo:
+            for r_, s_ in group_summaries(
+                ri, run.meas, run.logo_p, run.logo_lo, run.logo_hi
+            ).items():
+                by_regime[("logo", r_)] = s_
+    return by_regime
+
+
+def _predictions(run: _Run) -> tuple[Prediction, ...]:
+    """One :class:`Prediction` per row, in file order, from the run's per-row results."""
+    preds = []
+    for i, r in enumerate(run.rows):
+        c = run.cfg_of[i]
+        role: FitRole = "skipped" if not c else "held-out" if c in NEVER_FITTED else "calibration"
+        preds.append(Prediction(
+            row=r, gpu_config=c, fit_role=role, sim=run.sims[i],
+            predicted_us=float(run.pred[i]), lower_us=float(run.lo[i]),
+            upper_us=float(run.hi[i]), params=run.which[i], loo_us=float(run.loo_p[i]),
+            logo_us=float(run.logo_p[i]), logo_lower_us=float(run.logo_lo[i]),
+            logo_upper_us=float(run.logo_hi[i]), logo_params=run.logo_which[i],
+        ))  # fmt: skip
+    return tuple(preds)
 
 
 def _groups(idx: Sequence[int], cfg_of: Sequence[str]) -> dict[str, list[int]]:
