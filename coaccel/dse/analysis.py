@@ -18,12 +18,13 @@ Pure computation (no files, no plots): :mod:`coaccel.report.sweep` formats the r
   uncertainty and source, plus whether the model behind the figure was fitted on that very
   design (``fitted``), predicts it (``predicted``) or is a published figure used as is
   (``published``), with the validation error from :mod:`coaccel.validate.pe` and the target's
-  system-energy validation.
+  system-energy validation. It and :func:`component_figures`, :class:`ComponentFigure`,
+  :class:`PointBreakdown` and :data:`ROLES` live in the private
+  :mod:`coaccel.dse._breakdown` and are re-exported here.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,13 @@ import numpy.typing as npt
 
 from ..spine.config import FrozenMap
 from ..spine.errors import CoaccelError
+from ._breakdown import (
+    ROLES,
+    ComponentFigure,
+    PointBreakdown,
+    component_figures,
+    point_breakdown,
+)
 from .pareto import hypervolume, pareto_mask, to_minimization
 from .space import expand
 from .spec import LoadedSpec, load_spec
@@ -67,16 +75,6 @@ DEFAULT_OBJECTIVES: tuple[tuple[str, str], ...] = (
 )
 """Objectives added (in this order, skipping those present) when a spec names fewer than two:
 energy of the run (J), its time (s) and the area (mm²), all minimized."""
-
-ROLES = ("fitted", "predicted", "published")
-"""Values of :attr:`ComponentFigure.role`: ``fitted`` (the model was fitted on a published
-figure of this very design: agreement is in sample), ``predicted`` (the model computes a design
-it was not fitted on), ``published`` (a published figure used as is, times simulated counts)."""
-
-_SRAM_ENERGY_DEPTHS = (128, 256)
-"""Bank depths of the two SRAM energies the SRAM model is solved from ([R-PM]
-src/perf_model.py: the ACT-buffer read at depth 128 and the PSUM read-modify-write at depth
-256): at these depths its per-bit energy reproduces them exactly."""
 
 
 SPREAD_METRICS: Mapping[str, str] = FrozenMap({"perplexity": "perplexity_std"})
@@ -396,61 +394,6 @@ class FrontAnalysis:
 
 
 @dataclass(frozen=True)
-class ComponentFigure:
-    """One figure of a design's cost breakdown.
-
-    Attributes:
-        component: component name (``pe_array``, ``act_buffer``, ``dram``, ``leakage``...).
-        quantity: ``"area"`` or ``"energy"``.
-        value: the figure (µm² for area, J for energy).
-        unit: ``"um2"`` or ``"J"``.
-        sigma: one-sigma uncertainty, same unit.
-        source: where the figure comes from (model and table, with reference keys).
-        model: which model produced it (``PE model``, ``SRAM model``, ``published figure``...).
-        role: one of :data:`ROLES`.
-        validation_error_pct: the validation error of that model for this figure, percent:
-            the leave-one-out error of a fitted design, the RMS leave-one-out error of the
-            model for a predicted one; NaN where no validation exists.
-        validation: what the validation error is and where it comes from.
-    """
-
-    component: str
-    quantity: str
-    value: float
-    unit: str
-    sigma: float
-    source: str
-    model: str
-    role: str
-    validation_error_pct: float
-    validation: str
-
-
-@dataclass(frozen=True)
-class PointBreakdown:
-    """A stored point re-evaluated for its cost breakdown.
-
-    Attributes:
-        row: the stored row.
-        breakdown: the :class:`~coaccel.cost.CostBreakdown` of the re-run.
-        figures: every component's area and energy with provenance.
-        totals: the whole design's totals, ``area`` (µm²) and ``energy`` (J), as figures (the
-            energy's role and validation error from the system-energy validation where the
-            simulator has one).
-        digest_matches: the re-built architecture's config digest equals the stored one (the
-            store was computed from this spec's base architecture).
-        energy_matches: the re-run's total energy equals the stored ``energy_j`` exactly.
-    """
-
-    row: Row
-    breakdown: Any
-    figures: tuple[ComponentFigure, ...]
-    totals: tuple[ComponentFigure, ...]
-    digest_matches: bool
-    energy_matches: bool
-
-
-@dataclass(frozen=True)
 class SweepAnalysis:
     """Everything a sweep report shows.
 
@@ -630,13 +573,35 @@ def analyze(
             bad rule; a ``select`` id that matches no row or several.
     """
     ls = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
+    all_rows, store_path = _read_store(store)
+    mine = _spec_rows(ls, all_rows, store_path)
+    ok = [r for r in mine if r.status == "ok"]
+    objs = _resolve_objectives(ls, ok, objectives, rule, select)
+    fronts = _fronts(ls, mine, objs, select, rule)
+    return SweepAnalysis(
+        spec=ls,
+        spec_text=Path(ls.source).read_text(encoding="utf-8"),
+        store_path=store_path,
+        fronts=tuple(fronts),
+        breakdowns=_breakdowns(ls, fronts, max_breakdowns),
+        n_rows=len(all_rows),
+        n_foreign=len(all_rows) - len(mine),
+        versions=tuple(sorted({r.version for r in mine})),
+    )
+
+
+def _read_store(store: str | Path | Store) -> tuple[list[Row], str]:
+    """Every row of a store and its path (a store opened here is closed again)."""
     st = store if isinstance(store, Store) else Store(store, readonly=True)
     try:
-        all_rows = list(st.rows())
-        store_path = str(st.path)
+        return list(st.rows()), str(st.path)
     finally:
         if not isinstance(store, Store):
             st.close()
+
+
+def _spec_rows(ls: LoadedSpec, all_rows: Sequence[Row], store_path: str) -> list[Row]:
+    """The rows of the points the spec expands to (any stage); raises when there are none."""
     ids = {p.point_id for d in _digests(ls) for p in expand(ls.spec, ls.constraints, d, ls.source)}
     mine = [r for r in all_rows if r.point_id in ids]
     if not mine:
@@ -645,7 +610,17 @@ def analyze(
             f"({len(all_rows)} rows of other sweeps); run: coaccel sweep {ls.source} "
             f"--store {store_path}"
         )
-    ok = [r for r in mine if r.status == "ok"]
+    return mine
+
+
+def _resolve_objectives(
+    ls: LoadedSpec,
+    ok: Sequence[Row],
+    objectives: Sequence[tuple[str, str]] | None,
+    rule: str,
+    select: str | None,
+) -> list[ReportObjective]:
+    """The report's objectives with units, after checking them, the rule and ``select``."""
     units: dict[str, str] = dict(ls.metric_units)
     for r in ok:
         for k, (_, u) in r.metrics.items():
@@ -677,7 +652,17 @@ def analyze(
         if len(hits) != 1:
             what = "no evaluated point" if not hits else f"{len(hits)} points"
             raise CoaccelError(f"--select {select!r}: {what} of this sweep has that id")
-    objs = [ReportObjective(m, s, units[m]) for m, s in pairs]
+    return [ReportObjective(m, s, units[m]) for m, s in pairs]
+
+
+def _fronts(
+    ls: LoadedSpec,
+    mine: Sequence[Row],
+    objs: list[ReportObjective],
+    select: str | None,
+    rule: str,
+) -> list[FrontAnalysis]:
+    """One front per workload (and stage), in :func:`group_rows` order."""
     stage_names = [getattr(st_, "name", None) for st_ in getattr(ls, "stages", ()) or ()]
     fronts = []
     for (w, stage), group in group_rows(mine, ls.spec.workloads, stage_names).items():
@@ -688,6 +673,13 @@ def analyze(
             r.point_id.startswith(select) for r in g_ok
         ) else None  # fmt: skip
         fronts.append(_front(w, stage, mode, g_ok, g_failed, objs, sel, rule, ls))
+    return fronts
+
+
+def _breakdowns(
+    ls: LoadedSpec, fronts: Sequence[FrontAnalysis], max_breakdowns: int
+) -> dict[str, PointBreakdown]:
+    """Cost breakdowns of each front's selected point and the front points nearest the ideal."""
     breakdowns: dict[str, PointBreakdown] = {}
     for fa in fronts:
         picks = fa.ranked_front()
@@ -696,264 +688,4 @@ def analyze(
         for i in picks[: max(1, max_breakdowns)]:
             r = fa.rows[i]
             breakdowns[r.point_id] = point_breakdown(ls, r)
-    return SweepAnalysis(
-        spec=ls,
-        spec_text=Path(ls.source).read_text(encoding="utf-8"),
-        store_path=store_path,
-        fronts=tuple(fronts),
-        breakdowns=breakdowns,
-        n_rows=len(all_rows),
-        n_foreign=len(all_rows) - len(mine),
-        versions=tuple(sorted({r.version for r in mine})),
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Cost breakdowns with provenance
-
-
-@functools.cache
-def _pe_validation() -> tuple[dict[tuple[str, str], Any], dict[str, tuple[float, int]]]:
-    """PE validation rows of :func:`coaccel.validate.pe.pe_targets`.
-
-    Returns:
-        ``{(quantity, label): Target}`` for the calibration points, and per quantity the RMS
-        leave-one-out error (percent) over the informative whole-PE published points with how
-        many there are.
-    """
-    from ..cost import pe_model
-    from ..validate.pe import pe_targets
-
-    by_name = {t.name: t for t in pe_targets()}
-    rows: dict[tuple[str, str], Any] = {}
-    errs: dict[str, list[float]] = {"area": [], "energy": []}
-    for p in pe_model().calibration:
-        t = by_name.get(p.label)
-        if t is None or not p.whole_pe or not p.published:
-            continue
-        rows[(p.quantity, p.label)] = t
-        if p.loo_informative and not math.isnan(t.loo_error_pct):
-            errs[p.quantity].append(t.loo_error_pct)
-    rms = {
-        q: (math.sqrt(sum(e * e for e in v) / len(v)) if v else math.nan, len(v))
-        for q, v in errs.items()
-    }
-    return rows, rms
-
-
-def _pe_figure(name: str, quantity: str, value: float, sigma: float, pt: Any) -> ComponentFigure:
-    unit = "um2" if quantity == "area" else "J"
-    if pt.model is None:
-        return ComponentFigure(
-            name, quantity, value, unit, sigma, pt.source, "published per-MAC figure",
-            "published", math.nan, "a published figure used as is: no model to validate",
-        )  # fmt: skip
-    rows, rms = _pe_validation()
-    pe = pt.model.pe
-    hit = next(
-        (t for (q, _), t in rows.items() if q == quantity and _cal_pe(q, t.name) == pe), None
-    )
-    if hit is not None:
-        return ComponentFigure(
-            name, quantity, value, unit, sigma, pt.source, "PE model", "fitted",
-            hit.loo_error_pct,
-            f"fitted on the published point '{hit.name}' ({hit.source}): in-sample error "
-            f"{hit.error_pct:+.2f} %; the error given is the leave-one-out prediction's "
-            "(model refitted without that point; coaccel validate hbq)",
-        )  # fmt: skip
-    err, n = rms[quantity]
-    return ComponentFigure(
-        name, quantity, value, unit, sigma, pt.source, "PE model", "predicted",
-        err,
-        f"not a calibration point: the error given is the PE model's RMS leave-one-out error "
-        f"over {n} published whole-PE {quantity} points (coaccel validate hbq, pe_{quantity})",
-    )  # fmt: skip
-
-
-@functools.cache
-def _cal_pes() -> dict[tuple[str, str], Any]:
-    from ..cost import pe_model
-
-    return {(p.quantity, p.label): p.pe for p in pe_model().calibration}
-
-
-def _cal_pe(quantity: str, label: str) -> Any:
-    return _cal_pes().get((quantity, label))
-
-
-def component_figures(
-    arch: Any, breakdown: Any, priced: Any, node_nm: float = 28
-) -> list[ComponentFigure]:
-    """Every component's area and energy with unit, sigma, source, model role and validation.
-
-    Args:
-        arch: the loaded architecture config.
-        breakdown: its :class:`~coaccel.cost.CostBreakdown` for a run.
-        priced: the run's :class:`~coaccel.sim.common.priced.PricedComponents` (the target's
-            ``priced_components(arch, result)``), which says which component is which.
-        node_nm: technology node of the breakdown.
-
-    Returns:
-        Area figures (µm²) in breakdown order, then energy figures (J).
-    """
-    from ..cost import mac_point, sram_cost, sram_model
-
-    cb = breakdown
-    kinds: dict[str, tuple[str, Any]] = {}
-    for m in priced.macs:
-        kinds[m.name] = ("mac", mac_point(m, node_nm))
-    for b in priced.buffers:
-        kinds[b.name] = ("buffer", b)
-    for g in priced.logic:
-        kinds[g.name] = ("logic", g)
-    for d in priced.offchip:
-        kinds[d.name] = ("offchip", d)
-    sm = sram_model()
-    fit_err = 100.0 * max(abs(e) for e in sm.area_fit_errors)
-    out: list[ComponentFigure] = []
-    for quantity, values, sigmas in (
-        ("area", cb.area_um2, cb.area_sigma_um2),
-        ("energy", cb.energy_j, cb.energy_sigma_j),
-    ):
-        unit = "um2" if quantity == "area" else "J"
-        for name, value in values.items():
-            sigma = float(sigmas.get(name, math.nan))
-            src = " ".join(str(cb.sources.get(name, "")).split())
-            kind, obj = kinds.get(name, ("other", None))
-            if kind == "mac":
-                out.append(_pe_figure(name, quantity, float(value), sigma, obj))
-            elif kind == "buffer":
-                if quantity == "area":
-                    s = sram_cost(obj.depth_words, obj.bank_width_bits, banks=obj.banks)
-                    if s.in_calibrated_range:
-                        role, err = "fitted", fit_err
-                        note = (
-                            "within the calibrated macro sizes: the per-bit area fits the two "
-                            f"[R-ACC] register-file macros within {fit_err:.2f} % (in sample)"
-                        )
-                    else:
-                        role, err = "predicted", math.nan
-                        note = (
-                            "beyond the calibrated macro sizes (CACTI-style amortisation, a "
-                            "stated assumption): no independent check; see the 1-sigma"
-                        )
-                else:
-                    if obj.depth_words in _SRAM_ENERGY_DEPTHS:
-                        role, err = "fitted", 0.0
-                        note = (
-                            f"bank depth {obj.depth_words} is one of the two [R-PM] SRAM "
-                            "energies the per-bit energy is solved from (exact there)"
-                        )
-                    else:
-                        role, err = "predicted", math.nan
-                        note = (
-                            f"bank depth {obj.depth_words}: interpolated / extrapolated from "
-                            "the two [R-PM] SRAM energies; no independent check"
-                        )
-                out.append(
-                    ComponentFigure(
-                        name,
-                        quantity,
-                        float(value),
-                        unit,
-                        sigma,
-                        src,
-                        "SRAM model",
-                        role,
-                        err,
-                        note,
-                    )  # fmt: skip
-                )
-            else:
-                model = {
-                    "logic": "published per-lane figure",
-                    "offchip": "published energy per byte x simulated traffic",
-                }.get(kind, "published figure x simulated run time")
-                out.append(
-                    ComponentFigure(
-                        name,
-                        quantity,
-                        float(value),
-                        unit,
-                        sigma,
-                        src,
-                        model,
-                        "published",
-                        math.nan,
-                        "a published figure used as is: no model to validate",
-                    )  # fmt: skip
-                )
-    return out
-
-
-def _base(ls: LoadedSpec) -> tuple[Any, Any]:
-    from ..simulation import find_arch
-
-    t, path = find_arch(ls.base_path)
-    return t, t.load_arch(path)
-
-
-def point_breakdown(spec: LoadedSpec, row: Row) -> PointBreakdown:
-    """Re-run one stored point and break its cost down by component.
-
-    Args:
-        spec: the sweep's loaded spec (its base architecture and mode).
-        row: a stored ``ok`` row of that sweep.
-
-    Returns:
-        The :class:`PointBreakdown`.
-
-    Raises:
-        CoaccelError: the point's architecture has no cost model.
-    """
-    from ..cost import evaluate
-    from ..spine.config import config_digest, override
-
-    t, base = _base(spec)
-    if t.priced_components is None:
-        raise CoaccelError(f"simulator kind {t.kind!r} has no cost model: no breakdown")
-    arch = override(base, dict(row.params))
-    mode = getattr(row, "mode", None) or spec.spec.mode  # a staged row records its own
-    result = t.simulate(arch, t.load_workload(row.workload), mode=mode)
-    cb = evaluate(result, arch)
-    priced = t.priced_components(arch, result)
-    figures = component_figures(arch, cb, priced, cb.node_nm)
-    # a design priced by its memory traffic alone (a GPU) has no area: no area total
-    totals = [
-        ComponentFigure(
-            "total", "area", cb.total_area_um2, "um2", cb.total_area_sigma_um2,
-            "sum of the components' areas", "sum", "predicted", math.nan,
-            "the components' roles are listed per component",
-        ),
-    ] if cb.area_um2 else []  # fmt: skip
-    if t.energy_validation is not None:
-        role, err, note = t.energy_validation()
-    else:
-        role, err, note = (
-            "predicted",
-            math.nan,
-            f"no system-level validation for target kind {t.kind!r}",
-        )
-    totals.append(
-        ComponentFigure(
-            "total",
-            "energy",
-            cb.total_energy_j,
-            "J",
-            cb.total_energy_sigma_j,
-            "sum of the components' energies",
-            "system energy",
-            role,
-            err,
-            note,
-        )  # fmt: skip
-    )
-    stored = row.metrics.get("energy_j")
-    return PointBreakdown(
-        row=row,
-        breakdown=cb,
-        figures=tuple(figures),
-        totals=tuple(totals),
-        digest_matches=config_digest(arch) == row.config_digest,
-        energy_matches=stored is not None and float(stored[0]) == cb.total_energy_j,
-    )
+    return breakdowns

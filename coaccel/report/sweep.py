@@ -501,95 +501,38 @@ def interactive_front(fa: FrontAnalysis, div_id: str) -> str:
     """
     go = _plotly("plotly.graph_objects")
 
-    objs = fa.objectives
-    v = fa.values
-    n = len(fa.rows)
-    groups = {
-        "infeasible": [k for k in range(n) if not fa.feasible[k]],
-        "dominated": [k for k in range(n) if fa.feasible[k] and not fa.front[k]],
-        "Pareto front": [k for k in range(n) if fa.front[k]],
-        "selected": [] if fa.selected is None else [fa.selected],
-    }
-    style = {
-        "infeasible": dict(color="rgba(0,0,0,0)", size=8, line=dict(color=_GREY, width=1)),
-        "dominated": dict(color=_GREY, size=8),
-        "Pareto front": dict(color=_FRONT, size=10),
-        "selected": dict(
-            color=_SELECTED, size=18, symbol="star", line=dict(color="black", width=1)
-        ),
-    }  # fmt: skip
-    xi, yi = 0, 1 if len(objs) > 1 else 0
-    bars = any(fa.spread(j) is not None for j in range(len(objs)))
-    colors = {"infeasible": _GREY, "dominated": _GREY, "Pareto front": _FRONT,
-              "selected": _SELECTED}  # fmt: skip
-
-    def errors(j: int, name: str, ks: list[int]) -> dict[str, Any]:
-        """Plotly error bars of objective ``j`` for a group (invisible without a spread)."""
-        sp = fa.spread(j)
-        if sp is None:
-            return dict(visible=False, array=[])
-        return dict(
-            type="data", symmetric=False, visible=True, color=colors[name], thickness=1,
-            width=3, array=[_finite(sp.above[k]) for k in ks],
-            arrayminus=[_finite(sp.below[k]) for k in ks],
-        )  # fmt: skip
-
-    def title(j: int) -> str:
-        sp = fa.spread(j)
-        return objs[j].label + ("" if sp is None else f" (error bars: {sp.short})")
-
+    groups = _front_groups(fa)
+    xi, yi = 0, 1 if len(fa.objectives) > 1 else 0
+    bars = any(fa.spread(j) is not None for j in range(len(fa.objectives)))
     fig = go.Figure()
     for name, ks in groups.items():
-        extra = dict(error_x=errors(xi, name, ks), error_y=errors(yi, name, ks)) if bars else {}
+        extra: dict[str, Any] = {}
+        if bars:
+            extra["error_x"] = _plotly_error_bars(fa, xi, name, ks)
+            extra["error_y"] = _plotly_error_bars(fa, yi, name, ks)
         fig.add_trace(
             go.Scatter(
-                x=[float(v[k, xi]) for k in ks],
-                y=[float(v[k, yi]) for k in ks],
+                x=[float(fa.values[k, xi]) for k in ks],
+                y=[float(fa.values[k, yi]) for k in ks],
                 mode="markers",
                 name=name,
-                marker=style[name],
+                marker=_marker_style(name),
                 text=[_hover(fa, k) for k in ks],
                 hovertemplate="%{text}<extra></extra>",
                 **extra,
             )
         )
-
-    def column(j: int) -> list[list[float]]:
-        return [[float(v[k, j]) for k in ks] for ks in groups.values()]
-
-    def restyle(axis: str, j: int) -> dict[str, Any]:
-        out: dict[str, Any] = {axis: column(j)}
-        if bars:
-            out[f"error_{axis}"] = [errors(j, name, ks) for name, ks in groups.items()]
-        return out
-
-    def menu(axis: str, active: int, x_pos: float) -> dict[str, Any]:
-        return dict(
-            buttons=[
-                dict(
-                    label=o.label,
-                    method="update",
-                    args=[restyle(axis, j), {f"{axis}axis.title.text": title(j)}],
-                )
-                for j, o in enumerate(objs)
-            ],
-            direction="down",
-            active=active,
-            showactive=True,
-            x=x_pos,
-            xanchor="left",
-            y=1.16,
-            yanchor="top",
-        )
-
     fig.update_layout(
-        updatemenus=[menu("x", xi, 0.05), menu("y", yi, 0.55)],
+        updatemenus=[
+            _axis_menu(fa, groups, bars, "x", xi, 0.05),
+            _axis_menu(fa, groups, bars, "y", yi, 0.55),
+        ],
         annotations=[
             dict(text="x:", x=0.0, xref="paper", y=1.14, yref="paper", showarrow=False),
             dict(text="y:", x=0.5, xref="paper", y=1.14, yref="paper", showarrow=False),
         ],
-        xaxis_title=title(xi),
-        yaxis_title=title(yi),
+        xaxis_title=_axis_title(fa, xi),
+        yaxis_title=_axis_title(fa, yi),
         hovermode="closest",
         template="plotly_white",
         height=520,
@@ -601,6 +544,93 @@ def interactive_front(fa: FrontAnalysis, div_id: str) -> str:
         include_plotlyjs=False,
         div_id=div_id,
         config={"displaylogo": False, "responsive": True},
+    )
+
+
+def _front_groups(fa: FrontAnalysis) -> dict[str, list[int]]:
+    """The interactive front's traces: group name -> point indices, in drawing order."""
+    n = len(fa.rows)
+    return {
+        "infeasible": [k for k in range(n) if not fa.feasible[k]],
+        "dominated": [k for k in range(n) if fa.feasible[k] and not fa.front[k]],
+        "Pareto front": [k for k in range(n) if fa.front[k]],
+        "selected": [] if fa.selected is None else [fa.selected],
+    }
+
+
+_GROUP_COLORS = {"infeasible": _GREY, "dominated": _GREY, "Pareto front": _FRONT,
+                 "selected": _SELECTED}  # fmt: skip
+"""Colour of each interactive-front group's error bars."""
+
+
+def _marker_style(name: str) -> dict[str, Any]:
+    """The plotly marker of an interactive-front group (a new dict each call)."""
+    style = {
+        "infeasible": dict(color="rgba(0,0,0,0)", size=8, line=dict(color=_GREY, width=1)),
+        "dominated": dict(color=_GREY, size=8),
+        "Pareto front": dict(color=_FRONT, size=10),
+        "selected": dict(
+            color=_SELECTED, size=18, symbol="star", line=dict(color="black", width=1)
+        ),
+    }  # fmt: skip
+    return style[name]
+
+
+def _plotly_error_bars(fa: FrontAnalysis, j: int, name: str, ks: list[int]) -> dict[str, Any]:
+    """Plotly error bars of objective ``j`` for a group (invisible without a spread)."""
+    sp = fa.spread(j)
+    if sp is None:
+        return dict(visible=False, array=[])
+    return dict(
+        type="data", symmetric=False, visible=True, color=_GROUP_COLORS[name], thickness=1,
+        width=3, array=[_finite(sp.above[k]) for k in ks],
+        arrayminus=[_finite(sp.below[k]) for k in ks],
+    )  # fmt: skip
+
+
+def _axis_title(fa: FrontAnalysis, j: int) -> str:
+    """Objective ``j``'s axis title, naming its error bars when it has a spread."""
+    sp = fa.spread(j)
+    return fa.objectives[j].label + ("" if sp is None else f" (error bars: {sp.short})")
+
+
+def _axis_menu(
+    fa: FrontAnalysis,
+    groups: Mapping[str, list[int]],
+    bars: bool,
+    axis: str,
+    active: int,
+    x_pos: float,
+) -> dict[str, Any]:
+    """The dropdown that puts an objective on ``axis`` (``x`` or ``y``): each button restyles
+    every group's coordinates (and error bars, when any objective has a spread) and retitles
+    the axis."""
+
+    def restyle(j: int) -> dict[str, Any]:
+        column = [[float(fa.values[k, j]) for k in ks] for ks in groups.values()]
+        out: dict[str, Any] = {axis: column}
+        if bars:
+            out[f"error_{axis}"] = [
+                _plotly_error_bars(fa, j, name, ks) for name, ks in groups.items()
+            ]
+        return out
+
+    return dict(
+        buttons=[
+            dict(
+                label=o.label,
+                method="update",
+                args=[restyle(j), {f"{axis}axis.title.text": _axis_title(fa, j)}],
+            )
+            for j, o in enumerate(fa.objectives)
+        ],
+        direction="down",
+        active=active,
+        showactive=True,
+        x=x_pos,
+        xanchor="left",
+        y=1.16,
+        yanchor="top",
     )
 
 
