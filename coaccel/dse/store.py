@@ -383,7 +383,6 @@ class Row:
             self.started_at, self.elapsed_s, self.version, self.stage, self.mode,
         )  # fmt: skip
 
-
     @property
     def reason(self) -> str | None:
         """The one-line reason of a failed point (the last line of an old store's traceback)."""
