@@ -539,7 +539,7 @@ def test_include_problems_name_the_included_file(tmp_path):
     assert [q.file for q in e.value.problems] == [str(bad)] * 8
     assert str(e.value.problems[0]) == (
         f"{bad}: type: 'ddr9' is not a valid choice; choices: ddr4, lpddr4, lpddr5, lpddr5x, "
-        "gddr6, gddr6x, hbm2e, hbm3, hbm3e (did you mean 'ddr4'?)"
+        "gddr6, gddr6x, hbm2, hbm2e, hbm3, hbm3e (did you mean 'ddr4'?)"
     )
 
 
