@@ -10,7 +10,13 @@ trace that the cycle model (:func:`query_block_cycles`) consumes. See ``docs/del
 from coaccel.spine.workload import load_workload
 
 from . import _simulate
-from ._simulate import MODES, linear_macs_per_token, simulate, tellme_attention_cycles
+from ._simulate import (
+    MODES,
+    double_buffered_cycles,
+    linear_macs_per_token,
+    simulate,
+    tellme_attention_cycles,
+)
 from .config import ARCH_NAMES, KIND, DeltaFpgaConfig, arch_path, load_arch
 from .cycles import (
     KIND_DELTA,
@@ -47,6 +53,7 @@ __all__ = [
     "arch_path",
     "block_constants",
     "blocks_cycles",
+    "double_buffered_cycles",
     "dsp48e2_tiles",
     "dsp_breakdown",
     "estimate_resources",

@@ -281,7 +281,7 @@ def simulate(arch: DeltaFpgaConfig, workload: Workload, *, mode: str = "cycle",
             counts["skip_cols"] += int(np.count_nonzero(ev.kind & KIND_SKIPPED))
     lat = offchip.latency_cycles(arch.dram, arch.freq_mhz)
     if mode == "cycle":
-        sim_cycles = _run_engine(arch, comp, load, store, lat, engine)
+        sim_cycles = double_buffered_cycles(arch, comp, load, store, lat, engine)
         notes.append(f"cycle mode on the shared engine ({engine}); two buffer slots per KV head")
     else:
         sim_cycles = lat + sum(max(c, ld + st) for c, ld, st in zip(comp, load, store,
@@ -313,9 +313,15 @@ def simulate(arch: DeltaFpgaConfig, workload: Workload, *, mode: str = "cycle",
                    by_tensor, ops)  # fmt: skip
 
 
-def _run_engine(arch: DeltaFpgaConfig, comp: list[int], load: list[int], store: list[int],
-                lat: int, engine: Any) -> int:  # fmt: skip
-    """Double-buffered heads on the DDR and MAC-array queues; returns the last completion."""
+def double_buffered_cycles(
+    arch: DeltaFpgaConfig, comp: list[int], load: list[int], store: list[int], lat: int,
+    engine: Any,
+) -> int:  # fmt: skip
+    """Units of work (heads) double-buffered on the DDR and MAC-array queues: unit ``k``'s
+    load (``load[k]`` cycles plus the DRAM latency ``lat``), its compute (``comp[k]``) and its
+    store (``store[k]``); the load of unit ``k + 2`` waits until unit ``k`` has computed (one
+    slot when the Δ or V buffer is not double-buffered). Run on ``engine`` (``"fast"`` or
+    ``"simpy"``, :func:`coaccel.sim.common.run_program`); returns the last completion, cycles."""
     n = len(comp)
     slots = 2 if (arch.buffers.delta.double_buffered and arch.buffers.v.double_buffered) else 1
     queue, occ, latency, dep = [], [], [], []

@@ -7,10 +7,11 @@ events of :func:`coaccel.models.deltallm.sparsity_counts` or
 public pieces: per (layer, KV head) the MAC array's cycles
 (:func:`~coaccel.sim.deltallm_fpga.blocks_cycles` over its query blocks plus the exposed final
 normalisation), the DDR load of Q, the exact keys, the Δ bitmask and 9-bit values and V, and
-the store of O (:mod:`coaccel.sim.common.offchip`), scheduled on the shared engine
-(:func:`coaccel.sim.common.run_program`) with two buffer slots: the load of head ``k + 2`` waits
-until head ``k`` has computed. On the same events it gives exactly the simulator's attention
-cycles (tested against :func:`~coaccel.sim.deltallm_fpga.simulate` on synthetic keys).
+the store of O (:mod:`coaccel.sim.common.offchip`), scheduled by the simulator's own
+:func:`~coaccel.sim.deltallm_fpga.double_buffered_cycles` (two buffer slots: the load of head
+``k + 2`` waits until head ``k`` has computed). On the same events it gives exactly the
+simulator's attention cycles (tested against :func:`~coaccel.sim.deltallm_fpga.simulate` on
+synthetic keys).
 
 For the ``"head"`` lane layout (one event per query head) the events of one KV head run one
 after the other on the array and share its single K, Δ and V load.
@@ -24,17 +25,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
-
 from coaccel.models.deltallm import DeltaEvents, head_dram_bytes
-from coaccel.sim.common import QueueProgram, Queues, offchip, run_program
-from coaccel.sim.deltallm_fpga import blocks_cycles
+from coaccel.sim.common import offchip
+from coaccel.sim.deltallm_fpga import blocks_cycles, double_buffered_cycles
 
 __all__ = ["EventTiming", "attention_cycles"]
 
 _LOADS = ("Q", "K", "delta_mask", "delta_values", "V")
 _SHARED = ("K", "delta_mask", "delta_values", "V")
-_QUEUES = Queues(("ddr", "mac_array"))
 
 
 @dataclass(frozen=True)
@@ -95,41 +93,5 @@ def attention_cycles(
         load.append(int(offchip.transfer_cycles(arch.dram, f, [nbytes[t] for t in _LOADS]).sum()))
         store.append(int(offchip.transfer_cycles(arch.dram, f, [nbytes["O"]]).sum()))
     lat = offchip.latency_cycles(arch.dram, f)
-    done = _schedule(arch, comp, load, store, lat, engine)
+    done = double_buffered_cycles(arch, comp, load, store, lat, engine)
     return EventTiming(done, sum(comp), sum(load) + sum(store), len(comp))
-
-
-def _schedule(arch: Any, comp: list[int], load: list[int], store: list[int], lat: int,
-              engine: Literal["fast", "simpy"]) -> int:  # fmt: skip
-    """Double-buffered units on the DDR and MAC-array queues; the last completion."""
-    n = len(comp)
-    slots = 2 if (arch.buffers.delta.double_buffered and arch.buffers.v.double_buffered) else 1
-    queue: list[int] = []
-    occ: list[int] = []
-    latency: list[int] = []
-    dep: list[int] = []
-
-    def add(q: int, o: int, lt: int, d: int) -> int:
-        queue.append(q)
-        occ.append(o)
-        latency.append(lt)
-        dep.append(d)
-        return len(queue) - 1
-
-    ddr, mac = _QUEUES.index("ddr"), _QUEUES.index("mac_array")
-    pos_load = [0] * n
-    for k in range(min(slots, n)):
-        pos_load[k] = add(ddr, load[k], lat, -1)
-    for k in range(n):
-        pc = add(mac, comp[k], 0, pos_load[k])
-        add(ddr, store[k], 0, pc)
-        if k + slots < n:
-            pos_load[k + slots] = add(ddr, load[k + slots], lat, pc)
-    prog = QueueProgram(
-        queue=np.array(queue, dtype=np.int8),
-        occupancy_cycles=np.array(occ, dtype=np.int64),
-        latency_cycles=np.array(latency, dtype=np.int64),
-        dep=np.array(dep, dtype=np.int64),
-    )
-    _, finish = run_program(prog, queue_names=_QUEUES, engine=engine)
-    return int(finish.max()) if n else 0
