@@ -38,6 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from .specter import DRAWS_PER_SLOT
+
 __all__ = [
     "MIXTRAL_DOMAINS",
     "MIXTRAL_LAYERS",
@@ -67,10 +69,6 @@ MIXTRAL_TABLE5: dict[int, tuple[tuple[float, ...], tuple[float, ...]]] = {
 }  # fmt: skip
 """[MIXTRAL] Table 5, percent: layer -> (first-choice repetitions, first-or-second-choice
 repetitions), one value per domain of :data:`MIXTRAL_DOMAINS`."""
-
-_DRAWS_PER_SLOT = 4
-"""Popularity draws per route slot the generator makes (``4 * top_k`` per slot; kept in step
-with :class:`coaccel.models.gpu.specter._Router`)."""
 
 
 def repetition_stats(routes: npt.ArrayLike) -> tuple[npt.NDArray[np.float64], ...]:
@@ -104,7 +102,7 @@ def _transition(persistence: float, zipf: float, experts: int) -> tuple[np.ndarr
     """The generator's top-2 routes as a Markov chain: ``(T, states)`` with ``T[s, s']`` the
     probability of ordered pair ``s'`` after ``s``."""
     p, pop = persistence, _popularity(zipf, experts)
-    n_draws = _DRAWS_PER_SLOT * 2
+    n_draws = DRAWS_PER_SLOT * 2  # the generator's draws per slot at top-2
     by_pop = np.argsort(-pop, kind="stable")
     # D[c, e]: slot 1's fresh draw given slot 0 chose c (first of n_draws draws that is not c,
     # the most popular other expert when all of them are c)

@@ -256,6 +256,11 @@ class SpecterResult:
         return (self.prefetched + self.demand_misses) * self.shape.expert_bytes
 
 
+DRAWS_PER_SLOT = 4
+"""Popularity draws per route slot and expert of the route (``4 * top_k`` per slot): a fresh
+slot takes the first draw not chosen yet, the most popular unchosen expert when all are."""
+
+
 class _Router:
     """The routing-trace generator's state: per-layer popularity and the last routes."""
 
@@ -277,7 +282,7 @@ class _Router:
         out = np.empty((n, n_l, k), dtype=np.int64)
         for t in range(n):
             keep = self.rng.random((n_l, k)) < self.persistence[:, None]
-            u = self.rng.random((n_l, k, 4 * k))
+            u = self.rng.random((n_l, k, DRAWS_PER_SLOT * k))
             row = np.empty((n_l, k), dtype=np.int64)
             for layer in range(n_l):
                 cdf = self.cdf[layer]

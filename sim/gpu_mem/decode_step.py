@@ -54,6 +54,7 @@ import numpy as np
 from coaccel.spine.workload import ModelShape
 
 from ..common import offchip
+from .analytical import scale_traffic
 from .config import GpuArchConfig
 from .timing import kernel_time
 from .traffic import KernelTraffic
@@ -288,18 +289,15 @@ def flash_attention(
     for c, n in sorted(Counter(contexts).items()):
         ref = min(c, max(_REF_TOKENS, 128 * splits))
         per = _attention_ref(arch, q_heads, kv_heads, head_dim, ref, splits)
-        scaled = [_scale(k, n * (c / ref if i == 0 else 1.0), n) for i, k in enumerate(per)]
+        scaled = [
+            scale_traffic(k, n * (c / ref if i == 0 else 1.0), ctas_factor=n)
+            for i, k in enumerate(per)
+        ]
         merged = (
             scaled if merged is None else [_add(a, b) for a, b in zip(merged, scaled, strict=True)]
         )
     assert merged is not None
     return [dataclasses.replace(k, name=f"attention_{k.name}") for k in merged]
-
-
-def _scale(kt: KernelTraffic, bytes_factor: float, ctas_factor: int) -> KernelTraffic:
-    from .analytical import scale_traffic
-
-    return scale_traffic(kt, bytes_factor, ctas_factor=ctas_factor)
 
 
 def _add(a: KernelTraffic, b: KernelTraffic) -> KernelTraffic:
@@ -350,7 +348,8 @@ def _mlp(arch: GpuArchConfig, m: ModelShape, b: int, moe: bool, wb: float, fused
         up = _gemm(arch, f"{p}.{name}_up", rows, gate * width, e, wb)
         down = _gemm(arch, f"{p}.{name}_down", rows, e, width, wb)
         if times > 1:
-            up, down = _scale(up, times, times), _scale(down, times, times)
+            up = scale_traffic(up, times, ctas_factor=times)
+            down = scale_traffic(down, times, ctas_factor=times)
         ks.append(("gemm", up))
         if gate == 2 and not fused:
             ks.append(

@@ -228,44 +228,15 @@ def test_validation_real_rows_are_the_measured_statistics():
 
 @pytest.mark.realmodel
 def test_cli_validate_shows_real_and_synthetic_rows_and_progress(tmp_path, capsys):
-    rc = main(
-        [
-            "validate",
-            "deltallm",
-            "--tokens",
-            "64",
-            "--layers",
-            "1",
-            "--real-passages",
-            "2",
-            "--real-tokens",
-            "24",
-            "--out",
-            str(tmp_path),
-            "--json",
-        ]
-    )
+    args = ["validate", "deltallm", "--tokens", "64", "--layers", "1", "--real-passages", "2",
+            "--real-tokens", "24", "--out", str(tmp_path)]  # fmt: skip
+    rc = main([*args, "--json"])
     cap = capsys.readouterr()
     assert rc == 0
     rows = json.loads(cap.out)["targets"]
     assert {r["data"] for r in rows} == {"", "real", "synthetic"}
     assert {r["fit"] for r in rows} == {"predicted", "fitted"}
-    rc = main(
-        [
-            "validate",
-            "deltallm",
-            "--tokens",
-            "64",
-            "--layers",
-            "1",
-            "--real-passages",
-            "2",
-            "--real-tokens",
-            "24",
-            "--out",
-            str(tmp_path),
-        ]
-    )
+    rc = main(args)
     err = capsys.readouterr().err
     assert rc == 0 and "passage 2/2" in err and "done in" in err
 
