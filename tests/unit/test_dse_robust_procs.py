@@ -111,8 +111,38 @@ def test_workers_die_with_a_killed_sweep(tmp_path, long_spec):
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)
     assert _gone_within(workers, 5.0), "pool workers outlived their parent"
-    with writer_lock(db):  # the kernel released the dead sweep's lock
-        pass
+    _lock_freed_within(db, 10.0)  # the kernel released the dead sweep's lock
+
+
+def _holders(path: Path) -> list[str]:
+    """Every process with ``path`` open: pid, state, parent pid and command line."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fds = [os.readlink(f) for f in (d / "fd").iterdir()]
+            if str(path) in fds:
+                st = _stat(int(d.name)) or ["?", "?"]
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                out.append(f"pid {d.name} state {st[0]} ppid {st[1]}: {cmd[:120]}")
+        except OSError:
+            continue
+    return out
+
+
+def _lock_freed_within(db: Path, seconds: float) -> None:
+    """Take the store's lock once its holders are gone; fail naming whoever still holds it."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with writer_lock(db):
+                return
+        except CoaccelError:
+            if time.monotonic() > deadline:
+                lock = db.with_name(db.name + ".lock")
+                pytest.fail(f"the lock outlived the sweep; open by: {_holders(lock)}")
+            time.sleep(0.05)
 
 
 WATCHDOG = """\
