@@ -13,7 +13,6 @@ of a real ``override`` (a disagreement sends every design to the per-point path)
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import hashlib
 import json
@@ -40,8 +39,8 @@ def _text(v: Any) -> str:
 
 def _value_key(v: Any) -> Any:
     """A hashable key of a parameter value that tells 1, 1.0 and True apart."""
-    if type(v) in (int, float, str, bool):
-        return (type(v), v)
+    if type(v) in (int, float, str, bool) and not (type(v) is float and v == 0.0):
+        return (type(v), v)  # (-0.0 == 0.0: zeros take the text below, sign included)
     return f"{type(v).__name__}:{json.dumps(v, sort_keys=True, default=repr)}"
 
 
@@ -65,8 +64,11 @@ class _Designs:
         self.sections: dict[tuple[Any, ...], Any] = {}  # (section, keys, values) -> section
         self.texts: dict[int, tuple[Any, str]] = {}  # id(section) -> (section, its text)
         self.plans: dict[tuple[str, ...], Any] = {}  # parameter keys -> how designs are built
+        self.checks: dict[tuple[int, ...], Any] = {}  # ids of VALIDATE_READS -> (them, problems)
         # the base's class builds no fields of its own: a design is a copy with fields set
-        self.copyable = not hasattr(type(base), "__post_init__")
+        self.copyable = not hasattr(type(base), "__post_init__") and not hasattr(
+            type(base), "__slots__"
+        )
         self.leaf_ok: dict[str, bool] = {}  # root key -> its numbers convert as float()/int()
         self.checked = False
         self.broken = False  # the shortcut disagreed with override(): every design goes alone
@@ -158,6 +160,22 @@ class _Designs:
             return full
         return getattr(override(self.base, {key: value}), key)
 
+    def _validate(self, arch: Any) -> list[Any]:
+        """``arch.validate()``, once per combination of the fields it reads where its class
+        names them (``VALIDATE_READS``; a design's sections are shared objects, so they are
+        told apart by identity, kept alive with the result)."""
+        reads = getattr(type(arch), "VALIDATE_READS", None)
+        if reads is None:
+            return list(arch.validate())
+        vals = tuple([getattr(arch, f) for f in reads])
+        key = tuple(map(id, vals))
+        hit = self.checks.get(key)
+        if hit is None or any(a is not b for a, b in zip(hit[0], vals, strict=True)):
+            if len(self.checks) >= _MAX_CACHED:
+                self.checks.clear()
+            hit = self.checks[key] = (vals, list(arch.validate()))
+        return hit[1]
+
     def _section_text(self, v: Any) -> str:
         hit = self.texts.get(id(v))
         if hit is not None and hit[0] is v:
@@ -185,13 +203,13 @@ class _Designs:
             parts = self._parts(params)
             if parts is None:
                 return None
-            if self.copyable:
-                arch = copy.copy(self.base)
-                for k, v in parts.items():
-                    object.__setattr__(arch, k, v)
+            if self.copyable:  # copy.copy without its dispatch: a new object, same fields
+                arch = object.__new__(type(self.base))
+                arch.__dict__.update(self.base.__dict__)
+                arch.__dict__.update(parts)
             else:
                 arch = dataclasses.replace(self.base, **parts)
-            if arch.validate():
+            if self._validate(arch):
                 return None
         except Exception:  # noqa: BLE001 - the per-point path gives the reason
             return None

@@ -386,6 +386,40 @@ def _metrics_json(d: _Done) -> str:
 
 _NUMBERS = {int, float}
 
+# parameter names (in the point's order) -> (their sorted positions, %-template)
+_PARAM_TEMPLATES: dict[tuple[str, ...], tuple[tuple[int, ...], str]] = {}
+_VALUE_TEXTS: dict[tuple[type, Any], str] = {}  # (type, scalar) -> its JSON text
+_SCALARS = (int, float, str, bool, type(None))
+
+
+def _value_json(v: Any) -> str:
+    """``json.dumps(v, sort_keys=True)``, kept per scalar value."""
+    if type(v) not in _SCALARS or (type(v) is float and v == 0.0):  # -0.0 == 0.0 as keys
+        return json.dumps(v, sort_keys=True)
+    key = (type(v), v)
+    got = _VALUE_TEXTS.get(key)
+    if got is None:
+        if len(_VALUE_TEXTS) >= 65536:
+            _VALUE_TEXTS.clear()
+        got = _VALUE_TEXTS[key] = json.dumps(v)
+    return got
+
+
+def _params_json(params: tuple[tuple[str, Any], ...]) -> str:
+    """``json.dumps(dict(params), sort_keys=True)``: names encoded once per layout, values
+    once per distinct scalar."""
+    keys = tuple([k for k, _ in params])
+    hit = _PARAM_TEMPLATES.get(keys)
+    if hit is None:
+        if len(set(keys)) != len(keys):  # a repeated name: the dict keeps the last value
+            return json.dumps(dict(params), sort_keys=True)
+        order = tuple(sorted(range(len(keys)), key=keys.__getitem__))
+        body = ", ".join(json.dumps(keys[i]).replace("%", "%%") + ": %s" for i in order)
+        if len(_PARAM_TEMPLATES) >= 256:
+            _PARAM_TEMPLATES.clear()
+        hit = _PARAM_TEMPLATES[keys] = (order, "{" + body + "}")
+    return hit[1] % tuple([_value_json(params[i][1]) for i in hit[0]])
+
 
 def evaluate_batch_records(
     base_path: str,
@@ -423,7 +457,7 @@ def evaluate_batch_records(
         pt = d.pt
         ptext = params.get(pt.params)
         if ptext is None:
-            ptext = params[pt.params] = json.dumps(dict(pt.params), sort_keys=True)
+            ptext = params[pt.params] = _params_json(pt.params)
         out.append((pt.point_id, pt.workload, ptext, d.cfg_digest, digest, _metrics_json(d),
                     int(d.feasible), "ok", None, started, each, __version__, stage,
                     mode))  # fmt: skip

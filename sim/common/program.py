@@ -30,6 +30,7 @@ __all__ = [
     "QUEUE_NONE",
     "RECORD_KINDS",
     "RecordView",
+    "distinct_columns",
     "distinct_rows",
     "effective_deps",
     "merge_records",
@@ -227,14 +228,49 @@ def distinct_rows(
     arrs = [c.astype(np.int64, copy=False) for c in arrs]
     if n == 0:
         return np.zeros(0, np.int64), np.zeros((0, len(arrs)), np.int64)
-    widths = [max(1, int(c.max()).bit_length()) for c in arrs]
-    if sum(widths) <= 62 and all(int(c.min()) >= 0 for c in arrs):
-        packed = np.zeros(n, dtype=np.int64)
-        for c, w in zip(arrs, widths, strict=True):
-            packed = (packed << w) | c
-        _, first, inv = np.unique(packed, return_index=True, return_inverse=True)
-        rows = np.stack([c[first] for c in arrs], axis=1)
-        return inv.reshape(-1).astype(np.int64, copy=False), rows
-    keys = np.stack(arrs, axis=1)
-    rows, inv = np.unique(keys, axis=0, return_inverse=True)
-    return inv.reshape(-1).astype(np.int64, copy=False), rows
+    first, inv = distinct_columns(arrs)
+    rows = np.stack([c[first] for c in arrs], axis=1)
+    return inv, rows
+
+
+def distinct_columns(
+    cols: Sequence[npt.NDArray[np.integer]],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``np.unique(np.stack(cols), axis=1, return_index=True, return_inverse=True)``'s index
+    and inverse, without sorting records of several fields.
+
+    Each column, less its minimum, is packed into one int64 code per row beside the columns
+    before it; when the code would pass 62 bits it is first replaced by its dense rank (and a
+    column wider than that by its own rank). Ranks and offsets keep the order, so the codes
+    sort as the rows do lexicographically; one stable 1-D ``np.unique`` of the codes then gives
+    the same distinct rows, in the same order, with the same first occurrences.
+
+    Args:
+        cols: one or more 1-D integer arrays of equal length N, N >= 1 (the key columns).
+
+    Returns:
+        ``(first, inverse)``: shape (U,) int64, the index of each distinct row's first
+        occurrence, distinct rows in lexicographic order; and shape (N,) int64, the distinct
+        row of each row.
+    """
+
+    def rank(a: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], int]:
+        _, r = np.unique(a, return_inverse=True)
+        r = r.reshape(-1).astype(np.int64, copy=False)
+        return r, max(1, int(r.max()).bit_length())
+
+    code = np.zeros(np.asarray(cols[0]).shape[0], dtype=np.int64)
+    bits = 0
+    for c in cols:
+        c = np.asarray(c).astype(np.int64, copy=False)
+        lo = int(c.min())
+        width = max(1, (int(c.max()) - lo).bit_length())
+        if bits + width > 62:  # the code so far, then if need be the column: dense ranks
+            code, bits = rank(code)
+            if bits + width > 62:
+                c, width = rank(c)
+                lo = 0
+        code = (code << width) | (c - lo)
+        bits += width
+    _, first, inv = np.unique(code, return_index=True, return_inverse=True)
+    return first.astype(np.int64, copy=False), inv.reshape(-1).astype(np.int64, copy=False)

@@ -132,7 +132,7 @@ def schedule(
     Raises:
         ValueError: an engine without a capacity or a prerequisite that is not earlier.
     """
-    n = len(tasks)
+    chain = True  # each task waits for the one before it: one runs at a time
     for i, t in enumerate(tasks):
         if t.engine not in engines:
             raise ValueError(
@@ -140,6 +140,15 @@ def schedule(
             )
         if any(j >= i or j < 0 for j in t.after):
             raise ValueError(f"task {i} ({t.name!r}) has a prerequisite that is not earlier")
+        chain = chain and t.after == ((i - 1,) if i else ()) and engines[t.engine] >= 1
+    if chain:
+        return _chain(tasks, mem_bytes_per_s)
+    return _events(tasks, mem_bytes_per_s, engines)
+
+
+def _events(tasks: Sequence[Task], mem_bytes_per_s: float, engines: Mapping[str, int]) -> Scheduled:
+    """:func:`schedule`'s event loop (any prerequisites, engines and sharing)."""
+    n = len(tasks)
     start = [0.0] * n
     end = [0.0] * n
     done = [False] * n
@@ -199,4 +208,25 @@ def schedule(
                 end[i] = t_next
                 busy[tasks[i].engine] -= 1
         now = t_next
+    return Scheduled(tuple(start), tuple(end))
+
+
+def _chain(tasks: Sequence[Task], mem_bytes_per_s: float) -> Scheduled:
+    """:func:`schedule` of tasks that each wait for the one before (a single stream): the
+    same steps and the same floating-point operations, without the event loop (one task runs
+    at a time, so its speed is its own bandwidth demand against ``mem_bytes_per_s``)."""
+    start: list[float] = []
+    end: list[float] = []
+    now = 0.0
+    eps = 1e-18
+    for i, t in enumerate(tasks):
+        ready = (end[i - 1] if i else 0.0) + t.gap_seconds
+        if ready > now + eps:
+            now = ready
+        start.append(now)
+        if t.seconds > 0:
+            demand = t.mem_bytes / t.seconds
+            speed = 1.0 if demand <= mem_bytes_per_s else mem_bytes_per_s / demand
+            now = now + 1.0 * t.seconds / speed
+        end.append(now)
     return Scheduled(tuple(start), tuple(end))

@@ -55,6 +55,7 @@ from coaccel.spine.trace import Trace
 
 from ..common import offchip
 from ..common.cache import CacheGeometry, CacheState, replay
+from ..common.program import distinct_columns
 from ..common.sectors import absolute_starts, run_bytes, sector_counts
 from .config import GpuArchConfig
 
@@ -226,10 +227,9 @@ def _analytical_hits(
         name = names[code]
         # footprint: the sectors of its distinct records (a re-read record adds nothing),
         # at most the tensor's allocation
-        keys = np.stack(
+        first, _ = distinct_columns(
             [mem[f][rows].astype(np.int64) for f in ("addr", "nbytes", "stride", "count")]
         )
-        _, first = np.unique(keys, axis=1, return_index=True)
         foot = int(r[first].sum())
         if name in tensors:
             foot = min(foot, -(-int(tensors[name]["nbytes"]) // sb))
@@ -284,9 +284,8 @@ def _single_reader(trace: Trace, rec: _Records) -> bool:
     sel = np.flatnonzero(rec.dev)
     if not sel.size:
         return False
-    pairs = np.unique(np.stack([rec.kidx[sel], trace.memory["cta"][sel].astype(np.int64)]),
-                      axis=1)  # fmt: skip
-    return pairs.shape[1] == np.unique(rec.kidx[sel]).size
+    pairs, _ = distinct_columns([rec.kidx[sel], trace.memory["cta"][sel].astype(np.int64)])
+    return pairs.size == np.unique(rec.kidx[sel]).size
 
 
 def _fits_one_partition(
@@ -308,7 +307,8 @@ def _fits_one_partition(
     tmap = trace.meta.get("tensors", {})
     rec_bytes = mem["nbytes"].astype(np.int64) * np.maximum(mem["count"].astype(np.int64), 1)
     foot = np.zeros(n_k)
-    pairs = np.unique(np.stack([kidx[idx], mem["tensor"][idx].astype(np.int64)]), axis=1)
+    cols = np.stack([kidx[idx], mem["tensor"][idx].astype(np.int64)])
+    pairs = cols[:, distinct_columns(list(cols))[0]]  # in order, as np.unique(axis=1)
     for k, t in pairs.T:
         name = names[int(t)]
         if name in tmap:
@@ -337,12 +337,9 @@ def _cta_fits(
         return out
     cols = [kidx[idx], mem["cta"][idx].astype(np.int64)]
     cols += [mem[f][idx].astype(np.int64) for f in ("addr", "tensor", "nbytes", "stride", "count")]
-    keys = np.stack(cols)
-    _, first = np.unique(keys, axis=1, return_index=True)
-    grp = np.stack(cols[:2])
-    ug, inv = np.unique(grp, axis=1, return_inverse=True)
-    inv = inv.ravel()
-    foot = np.zeros(ug.shape[1])
+    first, _ = distinct_columns(cols)
+    gfirst, inv = distinct_columns(cols[:2])
+    foot = np.zeros(gfirst.size)
     np.add.at(foot, inv[first], sector_bytes_rec[idx][first])
     repeat = np.ones(idx.size, dtype=np.bool_)
     repeat[first] = False

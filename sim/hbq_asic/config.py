@@ -371,6 +371,11 @@ class HbqArchConfig:
     """
 
     VERSION: ClassVar[int] = 1
+    VALIDATE_READS: ClassVar[tuple[str, ...]] = (
+        "pe_array", "formats", "psum", "buffers", "tiling", "sources",
+    )  # fmt: skip
+    """The fields :meth:`validate` reads: designs that share them share its result (a sweep
+    over the clock or the DRAM checks each combination of the other sections once)."""
 
     kind: Literal["hbq_asic"] = param(doc="simulator kind: hbq_asic")
     name: str = param(doc="short name")

@@ -254,3 +254,43 @@ def test_tile_model_reproduces_the_rtl_array_cycles():
             assert t.occupancy == int(tile[params]["ii_cycles"]), (params, model.__name__)
         # Results leave one per cycle (hbq_array ii): the last comes m - 1 after the first.
         assert t.last_result - t.first_result == (m - 1) * int(r["ii_cycles"])
+
+
+def test_validate_reads_only_the_fields_it_declares():
+    """``VALIDATE_READS`` lets a sweep share one check among designs that differ elsewhere
+    (the clock, the DRAM): on every shipped design, and on designs that fail its rules,
+    ``validate()`` reads no other field."""
+    import copy
+    import dataclasses
+
+    from coaccel.sim.hbq_asic.config import HbqArchConfig, _shipped_arch_names
+
+    fields = {f.name for f in dataclasses.fields(HbqArchConfig)}
+    seen: set[str] = set()
+
+    class Recording(HbqArchConfig):
+        def __getattribute__(self, name: str):
+            if name in fields:
+                seen.add(name)
+            return object.__getattribute__(self, name)
+
+    def with_(cfg, section, **kw):
+        return dataclasses.replace(
+            cfg, **{section: dataclasses.replace(getattr(cfg, section), **kw)}
+        )
+
+    base = load_arch("hbq_e_28nm")
+    broken = [
+        with_(base, "psum", block_elems=3),
+        with_(base, "tiling", tile_n_channels=24),
+        with_(base, "buffers", psum=dataclasses.replace(base.buffers.psum, banks=1)),
+        with_(base, "buffers", psum=dataclasses.replace(base.buffers.psum, size_kib=1)),
+    ]
+    for i, cfg in enumerate([load_arch(n) for n in _shipped_arch_names()] + broken):
+        rec = copy.copy(cfg)
+        object.__setattr__(rec, "__class__", Recording)
+        want = cfg.validate()
+        assert [str(p) for p in rec.validate()] == [str(p) for p in want]
+        if cfg in broken:
+            assert want, i  # it breaks a rule: the checks after it ran too
+    assert seen and seen <= set(HbqArchConfig.VALIDATE_READS), seen

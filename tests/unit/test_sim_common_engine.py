@@ -503,3 +503,32 @@ def test_distinct_rows():
         ),
     ):
         distinct_rows([np.zeros(2, np.int64), np.zeros(2)])
+
+
+def test_distinct_columns_equal_numpy_unique_over_columns():
+    """Same first occurrences, order and inverse as ``np.unique(axis=1)`` on columns of small,
+    negative, 63-bit-wide and constant values, alone and together."""
+    from coaccel.sim.common.program import distinct_columns
+
+    rng = np.random.default_rng(3)
+    n = 5000
+    kinds = [
+        lambda: rng.integers(0, 4, n),
+        lambda: rng.integers(-3, 3, n),
+        lambda: rng.integers(-(2**62), 2**62, n) // rng.choice([1, 2**40], n),
+        lambda: np.full(n, 7),
+        lambda: rng.integers(0, 2**40, n) // 2**38 * 2**38,
+        lambda: rng.integers(np.iinfo(np.int64).min, np.iinfo(np.int64).max, n, endpoint=True),
+    ]
+    for trial in range(60):
+        picks = rng.integers(0, len(kinds), rng.integers(1, 8))
+        cols = [kinds[int(k)]().astype(np.int64) for k in picks]
+        if trial % 3 == 0:  # repeated rows
+            pick = rng.integers(0, n // 10, n)
+            cols = [c[pick] for c in cols]
+        first, inv = distinct_columns(cols)
+        _, want_first, want_inv = np.unique(
+            np.stack(cols), axis=1, return_index=True, return_inverse=True
+        )
+        np.testing.assert_array_equal(first, want_first)
+        np.testing.assert_array_equal(inv, want_inv.reshape(-1))
