@@ -14,6 +14,7 @@ import hashlib
 import itertools
 import json
 import math
+import operator
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -198,12 +199,20 @@ def _satisfies(constraints: Sequence[Expr]) -> Callable[[Mapping[str, Any]], boo
     """``all(c(combo) for c in constraints)``, each constraint evaluated once per distinct
     value of the parameters it reads (a grid repeats them in many combinations)."""
     memo: list[dict[tuple[Any, ...], bool]] = [{} for _ in constraints]
+    # each constraint's names, fetched in one call (a 1-tuple for one name)
+    getters = [
+        (lambda d, n=c.names[0]: (d[n],)) if len(c.names) == 1 else operator.itemgetter(*c.names)
+        for c in constraints
+    ]
 
     def ok(combo: Mapping[str, Any]) -> bool:
-        for c, seen in zip(constraints, memo, strict=True):
+        for c, seen, get in zip(constraints, memo, getters, strict=True):
             try:
-                key = tuple((type(v), v) for v in (combo[n] for n in c.names))
-                hit = seen.get(key)
+                vals = get(combo) if c.names else ()
+                # 1, 1.0 and True are equal keys, and so are 0.0 and -0.0: types tell the
+                # first apart; a zero is evaluated each time
+                key = None if 0 in vals else (tuple(map(type, vals)), vals)
+                hit = seen.get(key) if key is not None else None
             except (KeyError, TypeError):  # a name it does not find, a value not hashable
                 key, hit = None, None
             if hit is None:
@@ -215,6 +224,37 @@ def _satisfies(constraints: Sequence[Expr]) -> Callable[[Mapping[str, Any]], boo
         return True
 
     return ok
+
+
+class _CompactParams:
+    """``json.dumps(combo, sort_keys=True, separators=(",", ":"))`` for the combinations of one
+    sweep: the names encoded once per set of names, each scalar value once."""
+
+    def __init__(self) -> None:
+        self.layouts: dict[tuple[str, ...], tuple[Any, str]] = {}
+        self.values: dict[tuple[type, Any], str] = {}
+
+    def value(self, v: Any) -> str:
+        if type(v) not in (int, float, str, bool) or v == 0:  # 0 == 0.0 == -0.0 == False
+            return json.dumps(v, sort_keys=True, separators=(",", ":"))
+        key = (type(v), v)
+        got = self.values.get(key)
+        if got is None:
+            if len(self.values) >= 65536:
+                self.values.clear()
+            got = self.values[key] = json.dumps(v)
+        return got
+
+    def __call__(self, combo: Mapping[str, Any]) -> str:
+        names = tuple(combo)
+        if len(names) < 2:
+            return json.dumps(dict(combo), sort_keys=True, separators=(",", ":"))
+        hit = self.layouts.get(names)
+        if hit is None:
+            order = sorted(names)
+            body = ",".join(json.dumps(n).replace("%", "%%") + ":%s" for n in order)
+            hit = self.layouts[names] = (operator.itemgetter(*order), "{" + body + "}")
+        return hit[1] % tuple(map(self.value, hit[0](combo)))
 
 
 def kept_fraction(spec: SweepSpec, constraints: Sequence[Expr], samples: int = 2000) -> float:
@@ -279,10 +319,11 @@ def expand(
     tails = [
         (w, ',"s":' + json.dumps(digest) + ',"w":' + json.dumps(w) + "}") for w in spec.workloads
     ]
+    texts = _CompactParams()
     for combo in iter_combinations(spec, source):
         if not ok(combo):
             continue
-        head = '{"p":' + json.dumps(combo, sort_keys=True, separators=(",", ":"))
+        head = '{"p":' + texts(combo)
         params = tuple(combo.items())
         for w, tail in tails:
             pid = hashlib.sha256((head + tail).encode()).hexdigest()[:32]
