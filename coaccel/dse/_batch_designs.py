@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import operator
 from typing import Any
 
 __all__: list[str] = []
@@ -127,17 +128,22 @@ class _Designs:
         out: dict[str, Any] = {}
         for i, head in leaves:
             v = vals[i]
-            out[head] = self._cached(
-                self.values, (head, _value_key(v)), lambda k=head, v=v: self._leaf(k, v)
-            )
+            lk = (head, _value_key(v))
+            got = self.values.get(lk, _MISSING)
+            if got is _MISSING or isinstance(got, Exception):  # made (or raised) by _cached
+                got = self._cached(self.values, lk, lambda k=head, v=v: self._leaf(k, v))
+            out[head] = got
         for head, idx, rests in sections:
             sk = (head, rests, tuple([_value_key(vals[i]) for i in idx]))
-            make = None
-            if self.sections.get(sk, _MISSING) is _MISSING:
-                node = getattr(self.base, head)
-                changes = {r: vals[i] for r, i in zip(rests, idx, strict=True)}
-                make = lambda n=node, c=changes: override(n, c)  # noqa: E731
-            out[head] = self._cached(self.sections, sk, make)
+            got = self.sections.get(sk, _MISSING)
+            if got is _MISSING or isinstance(got, Exception):
+                make = None
+                if got is _MISSING:
+                    node = getattr(self.base, head)
+                    changes = {r: vals[i] for r, i in zip(rests, idx, strict=True)}
+                    make = lambda n=node, c=changes: override(n, c)  # noqa: E731
+                got = self._cached(self.sections, sk, make)
+            out[head] = got
         return out
 
     def _leaf(self, key: str, value: Any) -> Any:
@@ -167,10 +173,14 @@ class _Designs:
         reads = getattr(type(arch), "VALIDATE_READS", None)
         if reads is None:
             return list(arch.validate())
-        vals = tuple([getattr(arch, f) for f in reads])
+        vals = (
+            tuple(map(arch.__dict__.__getitem__, reads))
+            if self.copyable
+            else tuple([getattr(arch, f) for f in reads])
+        )
         key = tuple(map(id, vals))
         hit = self.checks.get(key)
-        if hit is None or any(a is not b for a, b in zip(hit[0], vals, strict=True)):
+        if hit is None or not all(map(operator.is_, hit[0], vals)):
             if len(self.checks) >= _MAX_CACHED:
                 self.checks.clear()
             hit = self.checks[key] = (vals, list(arch.validate()))
