@@ -366,8 +366,13 @@ def plot_breakdown(a: SweepAnalysis, fa: FrontAnalysis, out_dir: Path) -> tuple[
             ax.bar(x, vals, 0.6, bottom=bottom, color=colors[c], label=c, edgecolor="white",
                    lw=0.4)  # fmt: skip
             bottom += vals
-        err = [next(t.sigma for t in b.totals if t.quantity == quantity) * scale for b in bds]
-        ax.errorbar(x, bottom, yerr=err, fmt="none", ecolor="black", capsize=3, lw=0.8)
+        # a design without that quantity (a GPU has no priced area) gets no error bar
+        err = np.array([next((t.sigma for t in b.totals if t.quantity == quantity), np.nan)
+                        for b in bds]) * scale  # fmt: skip
+        has = ~np.isnan(err)
+        if has.any():
+            ax.errorbar(x[has], bottom[has], yerr=err[has], fmt="none", ecolor="black",
+                        capsize=3, lw=0.8)  # fmt: skip
         ax.set_xticks(x, labels, fontsize=7, rotation=30, ha="right")
         ax.set_ylabel(ylabel, fontsize=8)
         ax.set_xlabel("design point (id)", fontsize=8)

@@ -254,7 +254,7 @@ def distinct_columns(
         row of each row.
     """
 
-    def rank(a: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], int]:
+    def rank(a: npt.NDArray[np.integer]) -> tuple[npt.NDArray[np.int64], int]:
         _, r = np.unique(a, return_inverse=True)
         r = r.reshape(-1).astype(np.int64, copy=False)
         return r, max(1, int(r.max()).bit_length())

@@ -12,7 +12,8 @@ for all the designs that share it:
 The same helper functions run in the same order as in :func:`~.traffic.kernel_traffic`, so the
 kernels equal it exactly (a test compares them). Each design's kernel times, program schedule
 and metrics then follow :func:`~._simulate.simulate_kernels` (the schedule's prerequisites, a
-property of the trace, are built once per workload).
+property of the trace, are built once per workload); a decode-attention op's calibrated time
+and interval (:mod:`.intervals`) are computed for all the designs at once.
 
 Public: :func:`simulate_batch` (same contract as
 :func:`coaccel.sim.hbq_asic._batch.simulate_batch`).
@@ -30,6 +31,14 @@ from ..common.streams import task_prerequisites
 from . import traffic as tr
 from ._simulate import _workload_metrics
 from .config import GpuArchConfig
+from .intervals import (
+    calibrated,
+    fitted_config,
+    is_attention_op,
+    load_calibration,
+    op_seconds,
+    regime_of,
+)
 from .priced import priced_components
 from .timing import KernelDoesNotFit, _items, kernel_time, schedule_kernels
 from .workload import GpuWorkload
@@ -278,8 +287,11 @@ def simulate_batch(
     prereqs: dict[tuple[Any, ...], Any] = {}
     layouts: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
     wm = _workload_metrics(workload)
-    values: list[Any] = [None] * len(archs)
+    metrics: dict[int, list[tuple[str, Any, str]]] = {}
     usage: dict[int, tuple[Any, ...]] = {}
+    attention = is_attention_op(trace)
+    ops: dict[int, tuple[float, float, float, str, str]] = {}
+    n_compute = 0
     for i, a in enumerate(archs):
         try:
             kernels = _cached_kernels(trace, a)
@@ -289,10 +301,40 @@ def simulate_batch(
             times, sched = _schedule(a, kernels, prereqs[pk])
         except (KernelDoesNotFit, ValueError):
             continue  # evaluated alone, it fails with the per-design path's reason
-        m, usage[i] = _metrics(a, kernels, times, sched, wm)
+        metrics[i], usage[i] = _metrics(a, kernels, times, sched, wm)
+        if attention and kernels:
+            k0 = kernels[0]  # the split kernel
+            ops[i] = (sched.makespan, a.launch_overhead_us, a.sm.freq_mhz,
+                      regime_of(k0.l2_hits, k0.sector_requests), fitted_config(a))  # fmt: skip
+            if not n_compute:  # a property of the trace: the same for every design
+                n_compute = sum(1 for kt in kernels if kt.kind == "compute")
+    if ops:
+        _add_calibrated(metrics, ops, n_compute)
+    values: list[Any] = [None] * len(archs)
+    for i, m in metrics.items():
         names = tuple(n for n, _, _ in m)
         layout = layouts.get(names)
         if layout is None:
             layout = layouts[names] = (names, tuple(u for _, _, u in m))
         values[i] = (*layout, tuple(v for _, v, _ in m))
     return {"values": values, "priced": _priced(archs, usage, workload.label)}
+
+
+def _add_calibrated(
+    metrics: dict[int, list[tuple[str, Any, str]]], ops: dict[int, tuple[Any, ...]], n: int
+) -> None:
+    """Append ``seconds_calibrated`` and its interval to the metrics of every design in
+    ``ops``, computed for all of them at once (``_simulate._calibrated`` for one design).
+
+    Args:
+        metrics: design index -> its metrics so far.
+        ops: design index -> (seconds, launch gap µs, SM clock MHz, regime, fitted config).
+        n: compute kernels of the op (a property of the trace).
+    """
+    cal = load_calibration()
+    sec, gap, mhz, reg, cfg = (np.array(c) for c in zip(*ops.values(), strict=True))
+    t = op_seconds(sec.astype(np.float64), n, gap.astype(np.float64), cal.graph_gap_us)
+    s, lo, hi = calibrated(t, mhz.astype(np.float64), reg, cfg, calibration=cal)
+    for i, v, v_lo, v_hi in zip(ops, s.tolist(), lo.tolist(), hi.tolist(), strict=True):
+        metrics[i] += [("seconds_calibrated", v, "s"), ("seconds_calibrated_lower", v_lo, "s"),
+                       ("seconds_calibrated_upper", v_hi, "s")]  # fmt: skip

@@ -8,7 +8,15 @@ from coaccel.spine.config import ConfigError, Problem, config_digest
 
 from ..common.result import OffchipAccess
 from .config import GpuArchConfig
-from .result import GpuSimResult, KernelResult, L2Stats, LinkStats
+from .intervals import (
+    calibrated,
+    fitted_config,
+    is_attention_op,
+    load_calibration,
+    op_seconds,
+    regime_of,
+)
+from .result import CalibratedTime, GpuSimResult, KernelResult, L2Stats, LinkStats
 from .timing import KernelDoesNotFit, kernel_time, program_time
 from .traffic import KernelTraffic, kernel_traffic
 from .workload import GpuWorkload, load_workload
@@ -98,7 +106,26 @@ def simulate_kernels(
         ),
         kernels=tuple(res),
         workload_metrics=_workload_metrics(workload),
+        calibrated=_calibrated(arch, workload, kernels, seconds),
     )
+
+
+def _calibrated(
+    arch: GpuArchConfig, workload: GpuWorkload, kernels: list[KernelTraffic], seconds: float
+) -> CalibratedTime | None:
+    """The calibrated time of a dense decode-attention op (None for another workload): the
+    simulated time with the CUDA-graph gap before each kernel, the split kernel's regime, the
+    fitted config the design is (:mod:`.intervals`; the batch path computes the same numbers
+    for many designs at once)."""
+    if not kernels or not is_attention_op(workload.trace):
+        return None
+    cal = load_calibration()
+    n = sum(1 for kt in kernels if kt.kind == "compute")
+    t = op_seconds(seconds, n, arch.launch_overhead_us, cal.graph_gap_us)
+    reg = regime_of(kernels[0].l2_hits, kernels[0].sector_requests)
+    cfg = fitted_config(arch, cal)
+    s, lo, hi = calibrated(t, arch.sm.freq_mhz, reg, cfg, calibration=cal)
+    return CalibratedTime(seconds=s, lower_s=lo, upper_s=hi, sim_s=t, regime=reg, gpu_config=cfg)
 
 
 def _workload_metrics(workload: GpuWorkload) -> tuple[tuple[str, float, str], ...]:

@@ -36,7 +36,18 @@ tensor-core waste they pay on the hardware.
 Layers of one kind are timed once and counted (a Llama-3.1-8B step times 3 layer kinds, not 32
 layers), so a step takes milliseconds to evaluate.
 
+**Calibrated attention** (:class:`CalibratedStep`, :mod:`.intervals`; docs/gpu_step.md): the
+dense split-K attention of a GQA/MHA model is the op the measured decode-attention timings
+calibrate (docs/gpu_measured.md). Each layer kind's attention op (split and reduce kernels with
+the CUDA-graph gap before each, ``T_sim``) gets the calibrated time and its 90 % interval; the
+step is then run again with each attention op at its calibrated time, its lower and its upper
+bound (the op's kernels scaled alike, the mode's own gaps kept), so the TPOT interval sums
+attention's bounds over every layer: the same library on the same GPU, fully correlated errors.
+The other kernels (GEMMs, norms, RoPE and KV append, sampling) and the host stay point estimates:
+no measured data covers them. A custom ``attention`` (FFD, NOSA) and MLA are not calibrated.
+
 Public: :class:`ExecMode`, :data:`EXEC_MODES`, :class:`StepKernel`, :class:`DecodeStep`,
+:class:`CalibratedAttention`, :class:`CalibratedStep`, :data:`CALIBRATION_NOTE`,
 :func:`decode_step`.
 """
 
@@ -56,10 +67,12 @@ from coaccel.spine.workload import ModelShape
 from ..common import offchip
 from .analytical import scale_traffic
 from .config import GpuArchConfig
+from .intervals import calibrated, fitted_config, load_calibration, op_seconds, regime_of
 from .timing import kernel_time
 from .traffic import KernelTraffic
 
-__all__ = ["EXEC_MODES", "AttentionFn", "DecodeStep", "ExecMode", "StepKernel", "decode_step",
+__all__ = ["CALIBRATION_NOTE", "EXEC_MODES", "AttentionFn", "CalibratedAttention",
+           "CalibratedStep", "DecodeStep", "ExecMode", "StepKernel", "decode_step",
            "flash_attention"]  # fmt: skip
 
 AttentionFn = Callable[[GpuArchConfig, int, int, int, tuple[int, ...]], Sequence[KernelTraffic]]
@@ -149,6 +162,75 @@ class StepKernel:
     bound: str
 
 
+CALIBRATION_NOTE = (
+    "Only attention is calibrated, on measured decode-attention ops (docs/gpu_measured.md); "
+    "the interval sums its 90 % bounds over every layer (the same library on the same GPU: "
+    "fully correlated errors). GEMMs, norms, RoPE and KV append, sampling and the host are the "
+    "simulator's point estimates: no measured data covers them."
+)
+"""What the calibrated TPOT and its interval cover (printed with them)."""
+
+
+@dataclass(frozen=True)
+class CalibratedAttention:
+    """One layer kind's attention op calibrated on measured ops (:mod:`.intervals`).
+
+    Attributes:
+        layers: the layer kind (``dense``, ``swa_dense``, ``moe``, ...).
+        count: layers of that kind in the step.
+        sim_s: ``T_sim`` of one layer's op: its kernels with the CUDA-graph gap before each, s.
+        seconds: calibrated time of one layer's op, s.
+        lower_s, upper_s: its 90 % prediction interval, s.
+        regime: ``"dram"`` or ``"l2"`` (the split kernel's L2 hits; a step's KV is cold).
+    """
+
+    layers: str
+    count: int
+    sim_s: float
+    seconds: float
+    lower_s: float
+    upper_s: float
+    regime: str
+
+
+@dataclass(frozen=True)
+class CalibratedStep:
+    """The step with its attention calibrated on measured ops (module docstring).
+
+    Attributes:
+        batch: requests (output tokens per step).
+        library: the kernel library whose fit is used (``""``: the pooled fit).
+        gpu_config: the fitted config the GPU is (in-fit half-widths), or ``""`` (a GPU the
+            fit did not see: held-out half-widths).
+        attention: one :class:`CalibratedAttention` per layer kind.
+        step_s: TPOT with every attention op at its calibrated time, s.
+        step_lower_s, step_upper_s: TPOT with every attention op at its lower / upper bound,
+            the other kernels and the host unchanged, s.
+    """
+
+    batch: int
+    library: str
+    gpu_config: str
+    attention: tuple[CalibratedAttention, ...]
+    step_s: float
+    step_lower_s: float
+    step_upper_s: float
+
+    @property
+    def attention_s(self) -> tuple[float, float, float]:
+        """Calibrated attention time of the step and its bounds (every layer), s."""
+        s, lo, hi = (sum(a.count * getattr(a, f) for a in self.attention)
+                     for f in ("seconds", "lower_s", "upper_s"))  # fmt: skip
+        return s, lo, hi
+
+    @property
+    def tokens_per_s(self) -> tuple[float, float, float]:
+        """Output tokens per second and its interval: ``batch / (step_s, step_upper_s,
+        step_lower_s)``."""
+        return (self.batch / self.step_s, self.batch / self.step_upper_s,
+                self.batch / self.step_lower_s)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class DecodeStep:
     """A decode step's time, traffic and kernels.
@@ -162,6 +244,11 @@ class DecodeStep:
         step_s: the step's wall time (TPOT), s.
         dram_bytes, l2_bytes, host_bytes: the step's DRAM, L2-hit and host-link bytes, B.
         energy_j: DRAM energy of the step at the config's pJ/B, J.
+        calibrated: the step with its attention calibrated on measured ops, with the TPOT's
+            90 % interval (:class:`CalibratedStep`); None where the attention is not the
+            measured kind (a custom ``attention``, MLA).
+        calibration_note: what the calibrated TPOT covers (:data:`CALIBRATION_NOTE`), or why
+            there is none.
     """
 
     arch: str
@@ -176,6 +263,8 @@ class DecodeStep:
     l2_bytes: int
     host_bytes: int
     energy_j: float
+    calibrated: CalibratedStep | None = None
+    calibration_note: str = ""
 
     @property
     def tpot_s(self) -> float:
@@ -484,6 +573,7 @@ def decode_step(
     mode: str | ExecMode = "graph",
     weight_bytes: float = 2.0,
     attention: AttentionFn | None = None,
+    library: str | None = None,
 ) -> DecodeStep:
     """One decode step of ``model`` on ``arch`` for a batch of requests.
 
@@ -496,14 +586,19 @@ def decode_step(
         weight_bytes: bytes per weight element (2: bf16; 1: FP8; 0.5625: 4-bit with group
             scales).
         attention: each layer's attention (:data:`AttentionFn`; default
-            :func:`flash_attention`).
+            :func:`flash_attention`, the only one calibrated).
+        library: the kernel library whose fit calibrates the attention (a key of the
+            calibration's ``libraries``, e.g. ``"vllm-0.14.0:vllm_flash_attn"``; None: the
+            pooled fit).
 
     Returns:
-        :class:`DecodeStep`.
+        :class:`DecodeStep` (with :attr:`DecodeStep.calibrated`).
 
     Raises:
-        ValueError: an empty batch, a context below 1, or an unknown mode.
+        ValueError: an empty batch, a context below 1, an unknown mode or library.
     """
+    if library is not None:
+        load_calibration().fit(library)
     if isinstance(contexts, int | np.integer):
         ctx = [int(contexts)] * (1 if batch is None else int(batch))
     else:
@@ -522,9 +617,12 @@ def decode_step(
     items: list[tuple[str, KernelTraffic, int]] = [
         ("embed", _elementwise(arch, "embed", b * e * 2, b * e * 2, b * e, run=e * 2), 1)
     ]
+    ops: list[tuple[str, int, list[int]]] = []  # (layer kind, layers, its attention kernels)
     for kind, n, moe, c in _layer_kinds(model, ctx):
         layer = _layer(arch, model, kind, moe, c, weight_bytes, mode.fused,
                        attention or flash_attention)  # fmt: skip
+        ops.append((kind, n, [len(items) + i for i, (cls, _) in enumerate(layer)
+                              if cls == "attention"]))  # fmt: skip
         items.extend((cls, kt, n) for cls, kt in layer)
     items.append(("norm", _elementwise(arch, "final_norm", b * e * 2, b * e * 2, b * e), 1))
     items.append(("gemm", _gemm(arch, "lm_head", b, model.vocab, e, weight_bytes), 1))
@@ -543,10 +641,65 @@ def decode_step(
     device, host, wall = _run([(k.count, k.seconds) for k in kernels], mode.host_us_per_kernel,
                               gap, mode.step_host_us * 1e-6)  # fmt: skip
     dram = sum(k.dram_bytes * k.count for k in kernels)
+    if attention is not None:
+        cal, note = None, "no calibrated interval: a custom attention is not the measured kind"
+    elif model.is_mla:
+        cal, note = None, ("no calibrated interval: MLA attention is not among the measured "
+                           "decode-attention kernels")  # fmt: skip
+    else:
+        cal = _calibrate(arch, mode, gap, items, kernels, ops, library, b)
+        note = CALIBRATION_NOTE
     return DecodeStep(
         arch=arch.name, mode=mode.name, batch=b, contexts=tuple(c - 1 for c in ctx),
         kernels=tuple(kernels), device_s=device, host_s=host, step_s=wall, dram_bytes=dram,
         l2_bytes=sum(k.l2_bytes * k.count for k in kernels),
         host_bytes=sum(k.host_bytes * k.count for k in kernels),
-        energy_j=dram * arch.dram.energy_pj_per_byte * 1e-12,
+        energy_j=dram * arch.dram.energy_pj_per_byte * 1e-12, calibrated=cal,
+        calibration_note=note,
+    )  # fmt: skip
+
+
+def _calibrate(
+    arch: GpuArchConfig,
+    mode: ExecMode,
+    gap_s: float,
+    items: Sequence[tuple[str, KernelTraffic, int]],
+    kernels: Sequence[StepKernel],
+    ops: Sequence[tuple[str, int, list[int]]],
+    library: str | None,
+    batch: int,
+) -> CalibratedStep:
+    """Calibrate each layer kind's attention op and run the step with every op at its
+    calibrated time, its lower and its upper bound (module docstring).
+
+    Each op's kernels are scaled alike so that, with the CUDA-graph gap before each, they take
+    the calibrated time; the mode's own gaps and host are then applied as for the point step.
+    """
+    cal = load_calibration()
+    cfg = fitted_config(arch, cal)
+    gg = cal.graph_gap_us * 1e-6
+    runs = [[k.seconds for k in kernels] for _ in range(3)]  # calibrated, lower, upper
+    out = []
+    for kind, n, idx in ops:
+        if not idx:
+            continue
+        raw = sum(kernels[i].seconds for i in idx)
+        t = op_seconds(raw, len(idx), 0.0, cal.graph_gap_us)
+        first = items[idx[0]][1]  # the split kernel
+        reg = regime_of(first.l2_hits, first.sector_requests)
+        s, lo, hi = calibrated(t, arch.sm.freq_mhz, reg, cfg, library, calibration=cal)
+        out.append(CalibratedAttention(kind, n, t, s, lo, hi, reg))
+        for secs, x in zip(runs, (s, lo, hi), strict=True):
+            busy = max(0.0, x - len(idx) * gg)
+            for i in idx:
+                secs[i] = kernels[i].seconds * busy / raw if raw > 0 else busy / len(idx)
+    walls = [
+        _run([(k.count, sec) for k, sec in zip(kernels, secs, strict=True)],
+             mode.host_us_per_kernel, gap_s, mode.step_host_us * 1e-6)[2]
+        for secs in runs
+    ]  # fmt: skip
+    return CalibratedStep(
+        batch=batch, library=library or "",
+        gpu_config=cfg, attention=tuple(out), step_s=walls[0], step_lower_s=walls[1],
+        step_upper_s=walls[2],
     )  # fmt: skip

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..common.result import Metric, SimResult
 
-__all__ = ["GpuSimResult", "KernelResult", "L2Stats", "LinkStats"]
+__all__ = ["CalibratedTime", "GpuSimResult", "KernelResult", "L2Stats", "LinkStats"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,29 @@ class LinkStats:
     zero_copy_bytes: int
 
 
+@dataclass(frozen=True)
+class CalibratedTime:
+    """A decode-attention op's time calibrated on measured ops, with its 90 % interval
+    (:mod:`coaccel.sim.gpu_mem.intervals`; docs/gpu_measured.md).
+
+    Attributes:
+        seconds: calibrated time, s. lower_s, upper_s: the prediction interval, s.
+        sim_s: ``T_sim``: the simulated op with the CUDA-graph gap before each kernel, s.
+        regime: ``"dram"`` or ``"l2"`` (the half-width's group).
+        gpu_config: the fitted config the design is (in-fit half-widths), or ``""`` (a GPU the
+            fit did not see: held-out half-widths).
+        library: the kernel library's fit, ``""`` for the pooled one.
+    """
+
+    seconds: float
+    lower_s: float
+    upper_s: float
+    sim_s: float
+    regime: str
+    gpu_config: str
+    library: str = ""
+
+
 @dataclass(frozen=True, kw_only=True)
 class GpuSimResult(SimResult):
     """A GPU simulation: the base result plus L2, link and per-kernel figures.
@@ -84,12 +107,15 @@ class GpuSimResult(SimResult):
         workload_metrics: figures the workload's reference reported in its trace
             (``metrics`` of the trace's workload metadata, e.g. FFD's ``keep_ratio`` and
             ``attn_out_rel_err``): (name, value, unit).
+        calibrated: a dense decode-attention op's calibrated time and interval
+            (:class:`CalibratedTime`); None for any other workload.
     """
 
     l2: L2Stats
     link: LinkStats
     kernels: tuple[KernelResult, ...]
     workload_metrics: tuple[tuple[str, float, str], ...] = ()
+    calibrated: CalibratedTime | None = None
 
     def metrics(self) -> dict[str, Metric]:
         """The base metrics plus ``l2.*`` (sector, 1, B), ``dram.*`` (B, B/s), ``link.*`` (B)
@@ -119,4 +145,9 @@ class GpuSimResult(SimResult):
             out[f"{p}.dram_bytes"] = (k.dram_bytes, "B")
         for name, value, unit in self.workload_metrics:
             out[f"workload.{name}"] = (value, unit)
+        c = self.calibrated
+        if c is not None:
+            out["seconds_calibrated"] = (c.seconds, "s")
+            out["seconds_calibrated_lower"] = (c.lower_s, "s")
+            out["seconds_calibrated_upper"] = (c.upper_s, "s")
         return out

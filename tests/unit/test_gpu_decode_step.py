@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -121,6 +122,49 @@ def test_bad_inputs(a100):
         decode_step(a100, m, [1, 2, 3], 2)
 
 
+def test_calibrated_attention_interval(a100):
+    """Attention calibrated on measured ops: the interval holds the calibrated TPOT, and the
+    rest of the step (GEMMs, norms, RoPE, sampling, host) is the point estimate, unchanged."""
+    from coaccel.sim.gpu_mem import intervals as iv
+
+    m = _model("meta-llama-3-8b").shape
+    for arch in (a100, load_arch("h200")):
+        for mode in EXEC_MODES:
+            s = decode_step(arch, m, [1000, 7000], mode=mode)
+            c = s.calibrated
+            assert c is not None and "Only attention is calibrated" in s.calibration_note
+            assert c.step_lower_s <= c.step_s <= c.step_upper_s
+            tok = c.tokens_per_s
+            assert tok[1] <= tok[0] <= tok[2] and tok[0] == pytest.approx(2 / c.step_s)
+            (op,) = c.attention  # one layer kind
+            assert op.count == m.layers and op.lower_s <= op.seconds <= op.upper_s
+            # T_sim: the attention kernels with the CUDA-graph gap before each
+            att = [k for k in s.kernels if k.cls == "attention"]
+            gap = iv.load_calibration().graph_gap_us * 1e-6
+            assert op.sim_s == pytest.approx(sum(k.seconds + gap for k in att))
+            want = iv.calibrated(op.sim_s, arch.sm.freq_mhz, op.regime, iv.fitted_config(arch))
+            assert (op.seconds, op.lower_s, op.upper_s) == want
+            if mode == "graph":  # no host in the way: exactly attention's bounds summed
+                rest = s.step_s - op.count * op.sim_s
+                for step, per_op in ((c.step_s, op.seconds), (c.step_lower_s, op.lower_s),
+                                     (c.step_upper_s, op.upper_s)):  # fmt: skip
+                    assert step - op.count * per_op == pytest.approx(rest, rel=1e-12)
+        assert c.gpu_config == ("a100_80g" if arch is a100 else "")
+        assert op.regime == "dram"  # a step's KV cache is cold
+    # a custom attention and MLA are not what was measured
+    from coaccel.sim.gpu_mem.decode_step import flash_attention
+
+    custom = decode_step(a100, m, 512, 1, attention=flash_attention)
+    assert custom.calibrated is None and "custom attention" in custom.calibration_note
+    mla = decode_step(a100, _model("deepseek-v2-lite").shape, 512, 1)
+    assert mla.calibrated is None and "MLA" in mla.calibration_note
+    # a library's own fit; an unknown one is refused
+    lib = decode_step(a100, m, 512, 1, library="vllm-0.14.0:vllm_flash_attn").calibrated
+    assert lib.library == "vllm-0.14.0:vllm_flash_attn" and lib.step_s != c.step_s
+    with pytest.raises(ValueError, match="no calibrated kernel library 'xformers'"):
+        decode_step(a100, m, 512, 1, library="xformers")
+
+
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "COACCEL_DEBUG"}
     return subprocess.run([sys.executable, "-m", "coaccel.cli", *args], capture_output=True,
@@ -135,6 +179,24 @@ def test_command():
     assert [s["mode"] for s in doc["steps"]] == ["graph", "eager", "python"]
     assert doc["steps"][0]["contexts"] == [4096, 4096]
     assert doc["steps"][0]["tpot_ms"] < doc["steps"][2]["tpot_ms"]
+    for st in doc["steps"]:
+        cal = st["calibrated"]
+        assert cal["tpot_ms_lower"] <= cal["tpot_ms"] <= cal["tpot_ms_upper"]
+        assert cal["tokens_per_s_lower"] <= cal["tokens_per_s"] <= cal["tokens_per_s_upper"]
+        assert cal["half_widths"] == "held-out" and cal["library"] == "(pooled)"
+        assert "Only attention is calibrated" in st["calibration_note"]
+    r = run_cli("gpu-step", "llama-3.1-8b", "--gpu", "a100_80g", "--batch", "2", "--context",
+                "4096")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "TPOT ms [90 % interval]" in out and "tokens/s [90 % interval]" in out
+    line = next(ln for ln in out.splitlines() if ln.startswith("graph") and "[" in ln)
+    nums = [float(x) for x in re.findall(r"[\d.]+", line)]
+    tpot, tps = nums[:3], nums[3:]  # value [lower, upper] twice
+    assert tpot[1] <= tpot[0] <= tpot[2] and tps[1] <= tps[0] <= tps[2]
+    assert tps[0] == pytest.approx(2 / tpot[0] * 1e3, rel=1e-3)
+    assert "a100_80g, a GPU in the fit" in out and "Only attention is calibrated" in out
+    assert "point estimates" in out
     r = run_cli("gpu-step", "llama-3.1-8b", "--gpu", "h200", "--contexts", "5,x")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--contexts" in r.stderr
     r = run_cli("gpu-step", "llama-3.1-8b", "--gpu", "h200", "--contexts", "5", "--batch", "2")

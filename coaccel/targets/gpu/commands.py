@@ -19,6 +19,9 @@ examples:
   coaccel validate gpu --measured arch_configs/gpu/measured/decode_attention_measured.csv
                                               measured decode-attention ops: calibrated
                                               predictions with 90 % intervals, leave one GPU out
+  coaccel validate gpu --measured ops.csv --write-calibration ops_calibration.yaml
+                                              also write the calibration file the simulator
+                                              can apply (docs/gpu_measured.md section 7)
 """
 
 
@@ -109,6 +112,17 @@ def register_validate(sub: Any) -> None:
         metavar="N",
         help="with --measured: tokens per paged-KV block of the simulated ops (default 64)",
     )
+    g.add_argument(
+        "--write-calibration",
+        type=Path,
+        default=None,
+        metavar="FILE.yaml",
+        help="with --measured: also write the fitted floors and efficiencies, the 90 %% "
+        "half-widths per regime (in the fit and held out), their coverage and the CSV's "
+        "SHA-256 to FILE.yaml, the form of the shipped "
+        "arch_configs/gpu/measured/decode_attention_calibration.yaml (needs calibration rows "
+        "of two GPUs; docs/gpu_measured.md section 7)",
+    )
     add_out(g, DEFAULT_OUT)
     add_output_flags(g, "print the rows as JSON (one object per row, the CSV's columns)")
     g.set_defaults(func=run_validate, command="validate gpu")
@@ -125,6 +139,11 @@ def run_validate(args: argparse.Namespace) -> int:
     """
     if args.measured is not None:
         return run_measured(args)
+    if args.write_calibration is not None:
+        from coaccel.spine.errors import CoaccelError
+
+        raise CoaccelError("--write-calibration needs --measured FILE.csv (the calibration is "
+                           "fitted on measured decode-attention ops)")  # fmt: skip
     from coaccel.report.validation import validation_rows
 
     from .validation import validate_gpu
@@ -148,7 +167,9 @@ def run_validate(args: argparse.Namespace) -> int:
 
 def run_measured(args: argparse.Namespace) -> int:
     """``coaccel validate gpu --measured FILE.csv``: check the CSV, then simulate, calibrate,
-    print and write ``<name>_predicted.csv`` (:mod:`coaccel.targets.gpu.measured`).
+    print and write ``<name>_predicted.csv`` (:mod:`coaccel.targets.gpu.measured`) and, with
+    ``--write-calibration FILE.yaml``, the calibration file
+    (:mod:`coaccel.targets.gpu.measured_calibration`).
 
     Args:
         args: the parsed command line.
@@ -158,24 +179,37 @@ def run_measured(args: argparse.Namespace) -> int:
 
     Raises:
         CoaccelError: the CSV is not a readable regular file or has a bad row (one line naming
-            file, line, column and value), the output folder cannot be written, or the output
-            file would be the input itself.
+            file, line, column and value), the output folder or calibration file cannot be
+            written, an output file would be the input itself, or the CSV cannot give a
+            calibration file (calibration rows of fewer than two GPUs, too few rows).
     """
     import os
 
-    from coaccel.commands.args import in_file
+    from coaccel.commands.args import in_file, out_file
     from coaccel.spine.errors import CoaccelError
 
     from .measured import evaluate_measured, read_measured_csv
+    from .measured_calibration import check_calibration_table, derive_calibration
     from .measured_report import (
         format_measured,
         measured_doc,
         predicted_path,
+        write_calibration,
         write_measured_predictions,
     )
 
     src = in_file(Path(args.measured), "--measured")
+    cal_dest = None
+    if args.write_calibration is not None:
+        cal_dest = out_file(Path(args.write_calibration), "--write-calibration")
+        if cal_dest.exists() and os.path.samefile(cal_dest, src):
+            raise CoaccelError(
+                f"--write-calibration {str(cal_dest)!r} is the --measured file itself; a "
+                "command never writes to a file it was given to read"
+            )
     table = read_measured_csv(src)
+    if cal_dest is not None:
+        check_calibration_table(table)
     run = Outputs(args, "coaccel validate gpu")
     dest = predicted_path(run.out, src)
     if dest.exists() and os.path.samefile(dest, src):
@@ -185,8 +219,11 @@ def run_measured(args: argparse.Namespace) -> int:
         )
     run.progress(f"{len(table.rows)} measured rows from {src}")
     v = evaluate_measured(table, page_tokens=args.page_tokens, progress=run.progress)
-    path = write_measured_predictions(v, run.out)
-    return run.finish([path], text=format_measured(v), doc=measured_doc(v))
+    cal = derive_calibration(v) if cal_dest is not None else None
+    paths = [write_measured_predictions(v, run.out)]
+    if cal_dest is not None:
+        paths.append(write_calibration(cal, cal_dest))
+    return run.finish(paths, text=format_measured(v), doc=measured_doc(v))
 
 
 def _contexts(text: str) -> tuple[int, ...]:

@@ -59,6 +59,11 @@ Metrics (:func:`error_summary`): rows, MAPE, median and P90 absolute percentage 
 signed bias (mean of ``predicted / measured - 1``), Kendall's tau-b (:func:`kendall_tau`) and
 interval coverage.
 
+The fitted figures become the calibration file the GPU simulator applies to every
+decode-attention op (:mod:`coaccel.targets.gpu.measured_calibration`,
+:mod:`coaccel.sim.gpu_mem.intervals`, whose :func:`~coaccel.sim.gpu_mem.intervals.regime_of` is
+the regime rule of :func:`simulate_row`).
+
 Public: :data:`MEASURED_COLUMNS`, :data:`GPU_CONFIGS`, :data:`DTYPES`, :data:`NEVER_FITTED`,
 :data:`COVERAGE`, :class:`MeasuredRow`, :class:`MeasuredTable`, :func:`read_measured_csv`,
 :func:`shipped_measured_csv`, :func:`gpu_config`, :class:`RowSim`, :func:`decode_trace`,
@@ -415,6 +420,7 @@ def simulate_row(
         :class:`RowSim`.
     """
     from coaccel.sim.gpu_mem import simulate
+    from coaccel.sim.gpu_mem.intervals import regime_of
     from coaccel.targets.gpu.ffd import graph_launch_us, graph_mode
 
     gap = graph_launch_us() if graph_gap_us is None else graph_gap_us
@@ -426,7 +432,7 @@ def simulate_row(
     wl = trace.meta["workload"]
     return RowSim(
         sim_us=res.seconds * 1e6,
-        regime="l2" if frac > 0.5 else "dram",
+        regime=regime_of(split.l2_hits, split.sector_requests),
         l2_hit_fraction=frac,
         num_splits=int(wl["num_splits"]),
         ctas=split.ctas,

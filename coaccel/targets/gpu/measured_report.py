@@ -6,7 +6,10 @@
   held-out GPUs, then the notes;
 * :func:`measured_doc` — the same as JSON data (``--json``);
 * :func:`write_measured_predictions` — ``<name>_predicted.csv``: the input rows unchanged with
-  :data:`PREDICTED_COLUMNS` appended, written atomically.
+  :data:`PREDICTED_COLUMNS` appended, written atomically;
+* :func:`calibration_yaml` / :func:`write_calibration` — the calibration file the GPU simulator
+  applies to decode-attention ops (``--write-calibration``;
+  :func:`coaccel.targets.gpu.measured_calibration.derive_calibration`), written atomically.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ from coaccel.targets.gpu.measured import (
 
 __all__ = [
     "PREDICTED_COLUMNS",
+    "calibration_yaml",
     "format_measured",
     "measured_doc",
     "predicted_path",
+    "write_calibration",
     "write_measured_predictions",
 ]
 
@@ -200,3 +205,45 @@ def measured_doc(v: MeasuredValidation) -> dict[str, Any]:
         "by_regime": {f"{k}:{r}": _summary_doc(s) for (k, r), s in v.by_regime.items()},
         "notes": list(v.notes),
     }
+
+
+def calibration_yaml(c: Any) -> str:
+    """The calibration file's text: a header comment, then the config as YAML.
+
+    Args:
+        c: the :class:`~coaccel.sim.gpu_mem.intervals.MeasuredCalibration`
+            (:func:`~coaccel.targets.gpu.measured_calibration.derive_calibration`).
+
+    Returns:
+        YAML text that :func:`coaccel.sim.gpu_mem.intervals.load_calibration` reads back to
+        ``c`` (floats as their shortest round-trip form).
+    """
+    import yaml
+
+    from coaccel.spine.config import dump_config
+
+    head = (
+        "# Decode-attention times calibrated on measured ops (docs/gpu_measured.md, section 7),\n"
+        f"# derived from {c.measured_csv} by: coaccel validate gpu --measured FILE.csv\n"
+        "# --write-calibration FILE.yaml. Regenerate it rather than edit it. Units:\n"
+        "# floor_kcycles in thousands of SM cycles; efficiency and coverage as fractions;\n"
+        "# log_half_width q as the natural log of the ratio (interval [t e^-q, t e^q]);\n"
+        "# graph_gap_us in us.\n"
+    )
+    body = yaml.safe_dump(dump_config(c), sort_keys=False, allow_unicode=True, width=100)
+    return head + body
+
+
+def write_calibration(c: Any, path: str | Path) -> Path:
+    """Write :func:`calibration_yaml` of ``c`` to ``path`` atomically.
+
+    Args:
+        c: the calibration. path: the file (its folder exists).
+
+    Returns:
+        The path written.
+    """
+    p = Path(path)
+    with atomic_open(p, newline="\n") as f:
+        f.write(calibration_yaml(c))
+    return p

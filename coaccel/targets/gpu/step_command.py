@@ -4,7 +4,9 @@ Times every kernel of one decode step of a model workload (a shipped name, a wor
 one written by ``coaccel workload import``) for a batch of requests with the analytical kernel
 model and the execution mode's host (:func:`coaccel.sim.gpu_mem.decode_step.decode_step`), and
 prints time per output token, tokens/s, the host's share, DRAM traffic, DRAM energy per token
-and the time and bytes per kernel class.
+and the time and bytes per kernel class, then TPOT and tokens/s with the attention calibrated
+on measured decode-attention ops and their 90 % intervals (only attention is calibrated; the
+output says so).
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ def register(subparsers: Any) -> None:
             "requests, timed by the analytical kernel model behind the host that launches "
             "them: CUDA-graph replay, eager launch from a framework, or Python-eager "
             "(Hugging Face generate style). Host costs per kernel are assumptions, not fitted "
-            "(see docs/gpu_step.md)."
+            "(see docs/gpu_step.md). Then TPOT and tokens/s with the attention calibrated on "
+            "measured decode-attention ops, with 90 % intervals (only attention is "
+            "calibrated; docs/gpu_measured.md)."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -99,6 +103,27 @@ def _contexts(args: argparse.Namespace, scenario: Any) -> list[int]:
     return [context] * batch
 
 
+def _calibrated_doc(step: Any) -> dict[str, Any] | None:
+    c = step.calibrated
+    if c is None:
+        return None
+    tok = c.tokens_per_s
+    att = c.attention_s
+    return {
+        "tpot_ms": c.step_s * 1e3, "tpot_ms_lower": c.step_lower_s * 1e3,
+        "tpot_ms_upper": c.step_upper_s * 1e3, "tokens_per_s": tok[0],
+        "tokens_per_s_lower": tok[1], "tokens_per_s_upper": tok[2],
+        "attention_ms": att[0] * 1e3, "attention_ms_lower": att[1] * 1e3,
+        "attention_ms_upper": att[2] * 1e3, "library": c.library or "(pooled)",
+        "half_widths": "in-fit" if c.gpu_config else "held-out",
+        "attention": [
+            {"layers": a.layers, "count": a.count, "regime": a.regime, "sim_us": a.sim_s * 1e6,
+             "us": a.seconds * 1e6, "us_lower": a.lower_s * 1e6, "us_upper": a.upper_s * 1e6}
+            for a in c.attention
+        ],
+    }  # fmt: skip
+
+
 def _doc(step: Any) -> dict[str, Any]:
     return {
         "gpu": step.arch, "mode": step.mode, "batch": step.batch,
@@ -109,7 +134,37 @@ def _doc(step: Any) -> dict[str, Any]:
         "dram_energy_mj_per_token": step.energy_j_per_token * 1e3,
         "by_class": {k: {"ms": s * 1e3, "dram_gb": b / 1e9} for k, (s, b) in
                      step.by_class().items()},
+        "calibrated": _calibrated_doc(step), "calibration_note": step.calibration_note,
     }  # fmt: skip
+
+
+def _calibrated_text(steps: list[Any]) -> list[str]:
+    """TPOT and tokens/s with the attention calibrated, and their 90 % intervals."""
+    import textwrap
+
+    c = steps[0].calibrated
+    if c is None:
+        return ["", textwrap.fill(steps[0].calibration_note, 100)]
+    where = (f"{c.gpu_config}, a GPU in the fit" if c.gpu_config
+             else f"{steps[0].arch}, a GPU the fit did not see: held-out widths")  # fmt: skip
+    regimes = "/".join(sorted({a.regime for a in c.attention}))
+    head = (f"attention calibrated on measured ops ({c.library or 'pooled fit'}; {where}; "
+            f"regime {regimes}), 90 % intervals:")  # fmt: skip
+    cols = f"{'mode':<8}{'TPOT ms [90 % interval]':>30}{'tokens/s [90 % interval]':>32}"
+    lines = ["", *textwrap.wrap(head, 100), cols]
+    for s in steps:
+        k = s.calibrated
+        tok = k.tokens_per_s
+        tpot = f"{k.step_s * 1e3:.3f} [{k.step_lower_s * 1e3:.3f}, {k.step_upper_s * 1e3:.3f}]"
+        tps = f"{tok[0]:.1f} [{tok[1]:.1f}, {tok[2]:.1f}]"
+        lines.append(f"{s.mode:<8}{tpot:>30}{tps:>32}")
+    att = c.attention_s
+    lines.append(f"attention per step ({steps[0].mode}): {att[0] * 1e3:.3f} ms "
+                 f"[{att[1] * 1e3:.3f}, {att[2] * 1e3:.3f}] (simulated "
+                 f"{sum(a.count * a.sim_s for a in c.attention) * 1e3:.3f} ms with the "
+                 "CUDA-graph gaps)")  # fmt: skip
+    lines += textwrap.wrap(steps[0].calibration_note, 100)
+    return lines
 
 
 def _text(label: str, steps: list[Any]) -> str:
@@ -129,6 +184,7 @@ def _text(label: str, steps: list[Any]) -> str:
     for k, (t, b) in sorted(classes.items(), key=lambda kv: -kv[1][0]):
         lines.append(f"{k:<11}{t * 1e3:>9.3f}{t / total:>8.1%}{b / 1e9:>9.2f}")
     lines.append("DRAM energy: the DRAM's pJ/B only (SMs and L2 carry no sourced figure).")
+    lines += _calibrated_text(steps)
     return "\n".join(lines)
 
 
