@@ -183,60 +183,88 @@ def _schedule(arch: GpuArchConfig, kernels: list[tr.KernelTraffic], prereq: Any)
     return times, sched
 
 
-def _metrics(
-    arch: GpuArchConfig, kernels: list[tr.KernelTraffic], times: Any, sched: Any, wm: Any
-) -> tuple[list[tuple[str, Any, str]], tuple[int, int, int, int, int, float]]:
-    """The design's ``GpuSimResult.metrics()`` as (name, value, unit), in order, and its run
-    counts for the cost model (DRAM read / write, H2D, D2H, zero-copy bytes; seconds)."""
-    seconds = sched.makespan
-    f = arch.sm.freq_mhz
+def _static(
+    arch: GpuArchConfig, kernels: list[tr.KernelTraffic], wm: Any
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]:
+    """What ``GpuSimResult.metrics()`` of a design holds that its kernels' traffic decides
+    (the same for every design sharing the traffic, whose clock and sector size it fixes):
+    the names and units in order, the values after the busy / idle cycles up to the achieved
+    bandwidth, those after it up to the kernels, and each kernel's DRAM bytes."""
     sb = arch.l2.sector_bytes
-
-    def cyc(s: float) -> int:
-        return round(s * f * 1e6)
-
-    busy = {"sm": 0.0, "h2d": 0.0, "d2h": 0.0}
-    for kt, s0, s1 in zip(kernels, sched.start, sched.end, strict=True):
-        busy["sm" if kt.kind == "compute" else kt.kind] += s1 - s0
     by_tensor: dict[str, int] = {}
     for kt in kernels:
         for k, v in kt.by_tensor.items():
             by_tensor[k] = by_tensor.get(k, 0) + v
     rd = sum(kt.dram_read_bytes for kt in kernels)
     wr = sum(kt.dram_write_bytes for kt in kernels)
-    m: list[tuple[str, Any, str]] = [
-        ("cycles", cyc(seconds), "cycle"),
-        ("seconds", seconds, "s"),
-        ("freq_mhz", f, "MHz"),
-    ]
-    for k, busy_s in busy.items():
-        m += [(f"resource.{k}.busy", cyc(busy_s), "cycle"),
-              (f"resource.{k}.idle", max(0, cyc(seconds) - cyc(busy_s)), "cycle")]  # fmt: skip
-    m += [("offchip.reads", rd // sb, "transfer"), ("offchip.writes", wr // sb, "transfer"),
-          ("offchip.read_bytes", rd, "B"), ("offchip.write_bytes", wr, "B"),
-          ("offchip.total_bytes", rd + wr, "B")]  # fmt: skip
-    m += [(f"offchip.tensor.{t}", b, "B") for t, b in by_tensor.items()]
     req = sum(kt.sector_requests for kt in kernels)
     hits = sum(kt.l2_hits for kt in kernels)
-    m += [("l2.sector_requests", req, "sector"), ("l2.hits", hits, "sector"),
-          ("l2.near_hits", sum(kt.l2_near_hits for kt in kernels), "sector"),
-          ("l2.misses", sum(kt.l2_misses for kt in kernels), "sector"),
-          ("l2.hit_rate", hits / req if req else 0.0, "1"),
-          ("l2.request_bytes", req * sb, "B"), ("l2.hit_bytes", hits * sb, "B"),
-          ("dram.read_bytes", rd, "B"), ("dram.write_bytes", wr, "B"),
-          ("dram.achieved_bw_bytes_per_s", (rd + wr) / seconds if seconds > 0 else 0.0,
-           "B/s")]  # fmt: skip
     h2d = sum(kt.host_bytes for kt in kernels if kt.kind == "h2d")
     d2h = sum(kt.host_bytes for kt in kernels if kt.kind == "d2h")
     zc = sum(kt.host_bytes for kt in kernels if kt.kind == "compute")
-    m += [("link.h2d_bytes", h2d, "B"), ("link.d2h_bytes", d2h, "B"),
-          ("link.zero_copy_bytes", zc, "B")]  # fmt: skip
-    for i, (kt, t, s0, s1) in enumerate(zip(kernels, times, sched.start, sched.end, strict=True)):
+    head = [("cycles", "cycle"), ("seconds", "s"), ("freq_mhz", "MHz")]
+    for k in _ENGINES:
+        head += [(f"resource.{k}.busy", "cycle"), (f"resource.{k}.idle", "cycle")]
+    mid: list[tuple[str, Any, str]] = [
+        ("offchip.reads", rd // sb, "transfer"), ("offchip.writes", wr // sb, "transfer"),
+        ("offchip.read_bytes", rd, "B"), ("offchip.write_bytes", wr, "B"),
+        ("offchip.total_bytes", rd + wr, "B"),
+        *((f"offchip.tensor.{t}", b, "B") for t, b in by_tensor.items()),
+        ("l2.sector_requests", req, "sector"), ("l2.hits", hits, "sector"),
+        ("l2.near_hits", sum(kt.l2_near_hits for kt in kernels), "sector"),
+        ("l2.misses", sum(kt.l2_misses for kt in kernels), "sector"),
+        ("l2.hit_rate", hits / req if req else 0.0, "1"),
+        ("l2.request_bytes", req * sb, "B"), ("l2.hit_bytes", hits * sb, "B"),
+        ("dram.read_bytes", rd, "B"), ("dram.write_bytes", wr, "B"),
+    ]  # fmt: skip
+    tail = [("link.h2d_bytes", h2d, "B"), ("link.d2h_bytes", d2h, "B"),
+            ("link.zero_copy_bytes", zc, "B")]  # fmt: skip
+    per_kernel: list[tuple[str, str]] = []
+    for i, kt in enumerate(kernels):
         p = f"kernel.{i}.{kt.name}"
-        m += [(f"{p}.seconds", s1 - s0, "s"), (f"{p}.standalone_s", t.seconds, "s"),
-              (f"{p}.dram_bytes", kt.dram_read_bytes + kt.dram_write_bytes, "B")]  # fmt: skip
-    m += [(f"workload.{name}", value, unit) for name, value, unit in wm]
-    return m, (rd, wr, h2d, d2h, zc, seconds)
+        per_kernel += [(f"{p}.seconds", "s"), (f"{p}.standalone_s", "s"), (f"{p}.dram_bytes", "B")]
+    after = [(f"workload.{name}", unit) for name, _, unit in wm]
+    pairs = [*head, *((n, u) for n, _, u in mid), ("dram.achieved_bw_bytes_per_s", "B/s"),
+             *((n, u) for n, _, u in tail), *per_kernel, *after]  # fmt: skip
+    return (
+        tuple(n for n, _ in pairs),
+        tuple(u for _, u in pairs),
+        tuple(v for _, v, _ in mid),
+        tuple(v for _, v, _ in tail),
+        tuple(kt.dram_read_bytes + kt.dram_write_bytes for kt in kernels),
+    )
+
+
+_ENGINES = ("sm", "h2d", "d2h")
+
+
+def _values(
+    arch: GpuArchConfig, kernels: list[tr.KernelTraffic], times: Any, sched: Any,
+    static: Any, wm: Any,
+) -> tuple[Any, ...]:  # fmt: skip
+    """The design's ``GpuSimResult.metrics()`` values in the order of :func:`_static`'s names:
+    the schedule's figures around the shared ones."""
+    seconds = sched.makespan
+    f = arch.sm.freq_mhz
+
+    def cyc(s: float) -> int:
+        return round(s * f * 1e6)
+
+    busy = dict.fromkeys(_ENGINES, 0.0)
+    for kt, s0, s1 in zip(kernels, sched.start, sched.end, strict=True):
+        busy["sm" if kt.kind == "compute" else kt.kind] += s1 - s0
+    total = cyc(seconds)
+    head: list[Any] = [total, seconds, f]
+    for k in _ENGINES:
+        b = cyc(busy[k])
+        head += [b, max(0, total - b)]
+    _, _, mid, tail, dram = static
+    rd, wr = mid[2], mid[3]
+    per_kernel: list[Any] = []
+    for t, s0, s1, db in zip(times, sched.start, sched.end, dram, strict=True):
+        per_kernel += [s1 - s0, t.seconds, db]
+    bw = (rd + wr) / seconds if seconds > 0 else 0.0
+    return (*head, *mid, bw, *tail, *per_kernel, *(v for _, v, _ in wm))
 
 
 def _priced(
@@ -285,9 +313,9 @@ def simulate_batch(
         return None
     trace = workload.trace
     prereqs: dict[tuple[Any, ...], Any] = {}
-    layouts: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    statics: dict[int, tuple[Any, Any]] = {}  # id(kernels) -> (kernels, _static of them)
     wm = _workload_metrics(workload)
-    metrics: dict[int, list[tuple[str, Any, str]]] = {}
+    metrics: dict[int, tuple[Any, tuple[Any, ...]]] = {}  # design -> (its static, values)
     usage: dict[int, tuple[Any, ...]] = {}
     attention = is_attention_op(trace)
     ops: dict[int, tuple[float, float, float, str, str]] = {}
@@ -301,7 +329,13 @@ def simulate_batch(
             times, sched = _schedule(a, kernels, prereqs[pk])
         except (KernelDoesNotFit, ValueError):
             continue  # evaluated alone, it fails with the per-design path's reason
-        metrics[i], usage[i] = _metrics(a, kernels, times, sched, wm)
+        hit = statics.get(id(kernels))
+        if hit is None or hit[0] is not kernels:
+            hit = statics[id(kernels)] = (kernels, _static(a, kernels, wm))
+        st = hit[1]
+        metrics[i] = (st, _values(a, kernels, times, sched, st, wm))
+        mid, tail = st[2], st[3]
+        usage[i] = (mid[2], mid[3], tail[0], tail[1], tail[2], sched.makespan)
         if attention and kernels:
             k0 = kernels[0]  # the split kernel
             ops[i] = (sched.makespan, a.launch_overhead_us, a.sm.freq_mhz,
@@ -311,23 +345,19 @@ def simulate_batch(
     if ops:
         _add_calibrated(metrics, ops, n_compute)
     values: list[Any] = [None] * len(archs)
-    for i, m in metrics.items():
-        names = tuple(n for n, _, _ in m)
-        layout = layouts.get(names)
-        if layout is None:
-            layout = layouts[names] = (names, tuple(u for _, _, u in m))
-        values[i] = (*layout, tuple(v for _, v, _ in m))
+    for i, (st, vals) in metrics.items():
+        values[i] = (st[0], st[1], vals)
     return {"values": values, "priced": _priced(archs, usage, workload.label)}
 
 
 def _add_calibrated(
-    metrics: dict[int, list[tuple[str, Any, str]]], ops: dict[int, tuple[Any, ...]], n: int
+    metrics: dict[int, tuple[Any, tuple[Any, ...]]], ops: dict[int, tuple[Any, ...]], n: int
 ) -> None:
     """Append ``seconds_calibrated`` and its interval to the metrics of every design in
     ``ops``, computed for all of them at once (``_simulate._calibrated`` for one design).
 
     Args:
-        metrics: design index -> its metrics so far.
+        metrics: design index -> (its :func:`_static`, its values so far).
         ops: design index -> (seconds, launch gap µs, SM clock MHz, regime, fitted config).
         n: compute kernels of the op (a property of the trace).
     """
@@ -335,6 +365,17 @@ def _add_calibrated(
     sec, gap, mhz, reg, cfg = (np.array(c) for c in zip(*ops.values(), strict=True))
     t = op_seconds(sec.astype(np.float64), n, gap.astype(np.float64), cal.graph_gap_us)
     s, lo, hi = calibrated(t, mhz.astype(np.float64), reg, cfg, calibration=cal)
+    extended: dict[int, Any] = {}  # id(static) -> the static with the three names added
     for i, v, v_lo, v_hi in zip(ops, s.tolist(), lo.tolist(), hi.tolist(), strict=True):
-        metrics[i] += [("seconds_calibrated", v, "s"), ("seconds_calibrated_lower", v_lo, "s"),
-                       ("seconds_calibrated_upper", v_hi, "s")]  # fmt: skip
+        st, vals = metrics[i]
+        ext = extended.get(id(st))
+        if ext is None:
+            ext = extended[id(st)] = (
+                (*st[0], *_CALIBRATED),
+                (*st[1], "s", "s", "s"),
+                *st[2:],
+            )
+        metrics[i] = (ext, (*vals, v, v_lo, v_hi))
+
+
+_CALIBRATED = ("seconds_calibrated", "seconds_calibrated_lower", "seconds_calibrated_upper")

@@ -30,7 +30,7 @@ from coaccel.spine.trace import Trace
 from ..common.hostlink import copy_seconds
 from ..common.streams import Scheduled, Task, schedule, task_prerequisites
 from .config import GpuArchConfig
-from .occupancy import mlp_bytes_per_s, resident_ctas, wave_sizes
+from .occupancy import mlp_bytes_per_s, resident_ctas
 from .traffic import KernelTraffic
 
 __all__ = ["KernelTime", "copy_time", "kernel_time", "program_time", "schedule_kernels"]
@@ -108,30 +108,40 @@ def kernel_time(arch: GpuArchConfig, kt: KernelTraffic) -> KernelTime:
     inflight_cta = sm.pipeline_stages * max(kt.tile_bytes, arch.l2.sector_bytes)
     f = sm.freq_mhz * 1e6
     link = arch.host_link
-    zc_bw_link = link.bw_bytes_per_s("h2d") * link.zero_copy_efficiency
-    if arch.host_dram is not None:
-        zc_bw_link = min(zc_bw_link, arch.host_dram.sustained_bw_gb_per_s * 1e9)
+    host = bool(kt.host_bytes)
+    zc_bw_link = 0.0
+    if host:
+        zc_bw_link = link.bw_bytes_per_s("h2d") * link.zero_copy_efficiency
+        if arch.host_dram is not None:
+            zc_bw_link = min(zc_bw_link, arch.host_dram.sustained_bw_gb_per_s * 1e9)
+    # the waves of wave_sizes(ctas, sm.count, res): full ones of sm.count x res CTAs, then
+    # the remainder; equal-sized waves are timed once
+    per = sm.count * res
+    full, rest = divmod(ctas, per)
+    n_waves = full + (1 if rest else 0)
+    first = per if full else rest
+    groups: tuple[tuple[int, int], ...] = ((first, n_waves),)
+    if rest and full:
+        groups = ((first, n_waves - 1), (rest, 1))
+    l2_bw = arch.l2.hit_bw_gb_per_s * 1e9
     total = 0.0
-    terms_sum: dict[str, float] = {}
-    waves = wave_sizes(ctas, sm.count, res)
-    groups = [(waves[0], len(waves) - 1 if waves[-1] != waves[0] else len(waves))]
-    if waves[-1] != waves[0]:
-        groups.append((waves[-1], 1))
+    s_dram = s_l2 = s_lat = s_comp = s_host = 0.0
     for w, reps in groups:
         frac = w / ctas
         active = min(sm.count, w)
-        terms = {
-            "dram": frac * kt.dram_seconds,
-            "l2": frac * hit_bytes / (arch.l2.hit_bw_gb_per_s * 1e9),
-            "latency": frac * dev_bytes / mlp_bytes_per_s(sm, w, inflight_cta, lat),
-            "compute": frac
+        t_dram = frac * kt.dram_seconds
+        t_l2 = frac * hit_bytes / l2_bw
+        t_lat = frac * dev_bytes / mlp_bytes_per_s(sm, w, inflight_cta, lat)
+        t_comp = (
+            frac
             * (
                 kt.tensor_flop / (active * sm.tensor_flop_per_cycle_per_sm * f)
                 + kt.fp32_flop / (active * sm.fp32_flop_per_cycle_per_sm * f)
             )
-            / sm.compute_efficiency,
-        }
-        if kt.host_bytes:
+            / sm.compute_efficiency
+        )
+        wave_lat = lat if dev_bytes else 0.0
+        if host:
             zl = link.zero_copy_latency_ns * 1e-9
             zbw = zc_bw_link
             if zl > 0:
@@ -139,18 +149,25 @@ def kernel_time(arch: GpuArchConfig, kt: KernelTraffic) -> KernelTime:
                     math.ceil(w / active) * inflight_cta, sm.max_inflight_per_sm_kib * 1024
                 )
                 zbw = min(zbw, active * per_sm / zl)
-            terms["host_link"] = frac * kt.host_bytes / zbw
-        wave_lat = lat if dev_bytes else 0.0
-        if kt.host_bytes:
+            t_host = frac * kt.host_bytes / zbw
+            t = max(t_dram, t_l2, t_lat, t_comp, t_host)
+            s_host = s_host + t_host * reps
             wave_lat = max(wave_lat, link.zero_copy_latency_ns * 1e-9)
-        t = max(terms.values()) + wave_lat
-        total += t * reps
-        for k, v in terms.items():
-            terms_sum[k] = terms_sum.get(k, 0.0) + v * reps
-    bound = max(terms_sum, key=lambda k: terms_sum[k]) if terms_sum else "latency"
+        else:
+            t = max(t_dram, t_l2, t_lat, t_comp)
+        total += (t + wave_lat) * reps
+        s_dram = s_dram + t_dram * reps
+        s_l2 = s_l2 + t_l2 * reps
+        s_lat = s_lat + t_lat * reps
+        s_comp = s_comp + t_comp * reps
+    # the largest summed term names the bound (the first of equals, in this order)
+    sums = {"dram": s_dram, "l2": s_l2, "latency": s_lat, "compute": s_comp}
+    if host:
+        sums["host_link"] = s_host
+    bound = max(sums, key=sums.__getitem__)
     if kt.chain_seconds > total:
         total, bound = kt.chain_seconds, "chain"
-    return KernelTime(total, res, len(waves), bound, lat)
+    return KernelTime(total, res, n_waves, bound, lat)
 
 
 def copy_time(arch: GpuArchConfig, kt: KernelTraffic) -> KernelTime:
