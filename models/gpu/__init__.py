@@ -4,6 +4,10 @@
   :func:`choose_num_splits`, :func:`plan_split_k` / :class:`SplitPlan`, :func:`make_inputs`,
   :func:`split_k_partials`, :func:`reduce_partials`, :func:`dense_attention_f64`;
 * its trace: :func:`split_k_trace`, :func:`tile_activity`;
+* what public kernel libraries launch for it (FlashAttention-2 and FlashAttention-3's split
+  rules, tiles and combine kernels): :func:`plan_library_launch` / :class:`LibraryLaunch`,
+  :func:`fa2_num_splits`, :func:`fa3_num_splits`, :func:`fa3_dynamic_num_splits`,
+  :func:`fa3_sm8x_tile` (:mod:`._libraries`);
 * FlashDecoding (W1): :func:`flash_decode` (values + trace), :func:`flash_decode_trace`
   (trace only);
 * FFD (W2), 2-bit key scan plus top-delta sparse decode: :func:`ffd_decode` (values, keep
@@ -23,9 +27,21 @@
 See ``docs/gpu_decode.md``.
 """
 
-from . import _bf16, _ffd_real, _nosa_real, _splitk, _trace, ffd, flashdecode, nosa, specter
+from . import (
+    _bf16,
+    _ffd_real,
+    _libraries,
+    _nosa_real,
+    _splitk,
+    _trace,
+    ffd,
+    flashdecode,
+    nosa,
+    specter,
+)
 from ._bf16 import *  # noqa: F403  (curated by each module's __all__)
 from ._ffd_real import *  # noqa: F403
+from ._libraries import *  # noqa: F403
 from ._nosa_real import *  # noqa: F403
 from ._splitk import *  # noqa: F403
 from ._trace import *  # noqa: F403
@@ -38,6 +54,7 @@ __all__ = [
     *_bf16.__all__,
     *_splitk.__all__,
     *_trace.__all__,
+    *_libraries.__all__,
     *flashdecode.__all__,
     *ffd.__all__,
     *_ffd_real.__all__,

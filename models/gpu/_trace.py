@@ -9,7 +9,10 @@ stream 0 (docs/gpu_decode.md has the layout):
   Q·K^T product, the online-softmax update, a V read and the P·V product; finally the write
   of its partial output rows and of its (m, l) pairs;
 * kernel 1 ``flash_decode_reduce``, grid (B, Hq), CTA id ``b + B * hq``: read the row's (m, l)
-  pairs and partial outputs of every split, merge them, write the bf16 output row.
+  pairs and partial outputs of every split, merge them, write the bf16 output row. A launch
+  plan of a kernel library (:mod:`._libraries`) may instead end with FlashAttention-2's
+  combine (``combine="serial"``, :func:`emit_serial_combine_kernel`: a CTA per few rows that
+  loads the splits one after the other) or with no combine kernel (one split).
 
 All tensors are placed in HBM (the tensor map), so that a simulator can hash addresses to L2
 sets and channels; the simulator, not the trace, decides which accesses hit in L2. Every record
@@ -19,7 +22,8 @@ context layer builds in well under a second.
 The pieces the package's other trace producers (FFD, NOSA, Specter, the microbenchmarks) share:
 
 * :func:`allocate_split_k_tensors`, :func:`split_cta_coords`, :class:`KernelRecords`,
-  :func:`emit_partial_writes` and :func:`emit_reduce_kernel`: the tensors, CTA layout and
+  :func:`emit_partial_writes`, :func:`emit_reduce_kernel` and
+  :func:`emit_serial_combine_kernel`: the tensors, CTA layout and
   records of the split-K skeleton;
 * :func:`emit_host_copy`: the records of copies over the host link, h2d or d2h, whether a
   copy engine (a ``memcpy_h2d*`` / ``memcpy_d2h*`` kernel) or the SMs (zero-copy loads in a
@@ -43,6 +47,7 @@ __all__ = [
     "REDUCE_REGS_PER_THREAD",
     "emit_partial_writes",
     "emit_reduce_kernel",
+    "emit_serial_combine_kernel",
     "split_k_trace",
     "tile_activity",
 ]
@@ -51,6 +56,9 @@ REDUCE_REGS_PER_THREAD = 32
 """Registers per thread of the reduction kernel ([OURS]: a short loop over the splits)."""
 
 _PER_TILE = 5  # K read, QK, softmax, V read, PV
+
+CombineKind = Literal["rows", "serial", "none"]
+"""The kernel that merges a split-K step's partials (:func:`split_k_trace`)."""
 
 CopyDirection = Literal["h2d", "d2h"]
 """Direction of a copy over the host link: host to device or device to host."""
@@ -94,6 +102,8 @@ def split_k_trace(
     producer: str = "coaccel.models.gpu.flash_decode",
     workload: Mapping[str, Any] | None = None,
     seed: int | None = None,
+    combine: CombineKind = "rows",
+    combine_rows_per_cta: int = 4,
 ) -> Trace:
     """Build the trace of one split-K decode-attention step (module docstring).
 
@@ -103,16 +113,29 @@ def split_k_trace(
         producer: the trace's producer name.
         workload: extra workload metadata (merged over the plan's own).
         seed: the seed of the inputs, or None.
+        combine: the kernel that merges the partials: ``"rows"`` the reduction kernel 1 of the
+            module docstring, ``"serial"`` FlashAttention-2's combine
+            (:func:`emit_serial_combine_kernel`), ``"none"`` none (a launch of one split).
+        combine_rows_per_cta: query rows per CTA of the ``"serial"`` combine (>= 1).
 
     Returns:
         The :class:`~coaccel.trace.Trace`.
     """
+    if combine not in ("rows", "serial", "none"):
+        raise ValueError(f"combine={combine!r}; valid: rows, serial, none")
+    if combine == "none" and plan.num_splits != 1:
+        raise ValueError(f"combine='none' needs one split, not {plan.num_splits}")
     act = tile_activity(plan, tile_keep)
     meta = _split_k_meta(plan, act, workload)
+    if combine != "rows":  # the default trace stays as it was (digests, golden files)
+        meta["combine"] = combine
     tb = TraceBuilder(producer=producer, workload=meta, seed=seed)
     allocate_split_k_tensors(tb, plan)
     _emit_split_kernel(tb, plan, act)
-    emit_reduce_kernel(tb, plan, "flash_decode_reduce")
+    if combine == "rows":
+        emit_reduce_kernel(tb, plan, "flash_decode_reduce")
+    elif combine == "serial":
+        emit_serial_combine_kernel(tb, plan, "flash_decode_combine", combine_rows_per_cta)
     return tb.build()
 
 
@@ -355,6 +378,52 @@ def emit_reduce_kernel(tb: TraceBuilder, plan: SplitPlan, name: str) -> int:
     tb.compute_many(seq=rbase + 2, kernel=k1, cta=rid, op="lse_merge", unit="cuda_core", m=1,
                     n=d, k=ns, fmt_a="fp32", fmt_b="fp32", dep=rbase + 1)  # fmt: skip
     rec.hbm("w", rid, rbase + 3, "write_out", "O", rrow * row, row, dep=rbase + 2)
+    tb.end_kernel(k1, name=name)
+    return k1
+
+
+def emit_serial_combine_kernel(
+    tb: TraceBuilder, plan: SplitPlan, name: str, rows_per_cta: int
+) -> int:
+    """Append FlashAttention-2's combine kernel to ``tb`` ([FA2-REPO]
+    ``combine_attn_seqk_parallel``): CTA ``c`` merges query rows ``c * rows_per_cta ..`` of the
+    ``B x Hq`` rows. It reads the rows' (m, l) pairs of every split at once (tensor ``ML``),
+    then the rows' partial outputs (``O_partial``) one split after the other, each load waiting
+    for the one before (the loop consumes each split's values before it issues the next load:
+    one load latency per split), merges them and writes the bf16 rows (``O``).
+
+    Args:
+        tb: the trace builder, with the tensors ``ML``, ``O_partial`` and ``O`` allocated.
+        plan: the launch plan. name: the kernel's name. rows_per_cta: rows per CTA (>= 1).
+
+    Returns:
+        The kernel id.
+    """
+    if rows_per_cta < 1:
+        raise ValueError(f"rows_per_cta={rows_per_cta} must be >= 1")
+    s = plan.shape
+    n_rows, d, ns = s.batch * s.q_heads, s.head_dim, plan.num_splits
+    n_cta = -(-n_rows // rows_per_cta)
+    k1 = tb.begin_kernel(name, ctas=n_cta, threads_per_cta=plan.reduce_threads_per_cta,
+                         smem_bytes_per_cta=plan.reduce_smem_bytes_per_cta,
+                         regs_per_thread=REDUCE_REGS_PER_THREAD)  # fmt: skip
+    per = 3 + ns
+    cid = np.arange(n_cta, dtype=np.int64)
+    r0 = cid * rows_per_cta
+    nrows = np.minimum(rows_per_cta, n_rows - r0)
+    base = tb.next_seq + per * cid
+    rec = KernelRecords(tb, plan, k1)
+    rec.hbm("r", cid, base, "load_partial", "ML", r0 * ns * 8, nrows * ns * 8)
+    sp = np.arange(ns, dtype=np.int64)
+    c2 = np.repeat(cid, ns)
+    seq = (base[:, None] + 1 + sp[None, :]).ravel()
+    addr = ((r0[:, None] * ns + sp[None, :]) * d * 4).ravel()
+    rec.hbm("r", c2, seq, "load_partial", "O_partial", addr, d * 4, stride=ns * d * 4,
+            count=np.repeat(nrows, ns), dep=seq - 1)  # fmt: skip
+    tb.compute_many(seq=base + 1 + ns, kernel=k1, cta=cid, op="lse_merge", unit="cuda_core",
+                    m=nrows, n=d, k=ns, fmt_a="fp32", fmt_b="fp32", dep=base + ns)  # fmt: skip
+    rec.hbm("w", cid, base + 2 + ns, "write_out", "O", r0 * d * plan.elem_bytes,
+            nrows * d * plan.elem_bytes, dep=base + 1 + ns)  # fmt: skip
     tb.end_kernel(k1, name=name)
     return k1
 

@@ -3,17 +3,24 @@
 ``coaccel validate gpu --measured`` (docs/gpu_measured.md) fits, on published timings of one
 decode-attention op ([AIC-REPO], [VIDUR-REPO], [CS378-VIDUR]), what no datasheet gives: per
 kernel library a fixed cost ``floor_kcycles`` (thousands of SM cycles) and an ``efficiency``
-(the fraction of the simulated speed the library reaches), and split-conformal half-widths of
-``log(measured / predicted)`` per regime. ``--write-calibration FILE`` writes them to a YAML
-file; the shipped one is ``arch_configs/gpu/measured/decode_attention_calibration.yaml``
-(:data:`CALIBRATION_FILE`, schema :class:`MeasuredCalibration`). This module applies it::
+(the fraction of the simulated speed the library reaches; with
+``efficiency_form: regime`` one for an op streamed from DRAM and ``efficiency_l2`` for one the
+warm L2 serves), and split-conformal half-widths of ``log(measured / predicted)`` per regime.
+``--write-calibration FILE`` writes them to a YAML file; the shipped one is
+``arch_configs/gpu/measured/decode_attention_calibration.yaml`` (:data:`CALIBRATION_FILE`,
+schema :class:`MeasuredCalibration`). This module applies it::
 
-    t = floor_kcycles * 1000 / f_sm_mhz [us] + T_sim / efficiency
+    t = floor_kcycles * 1000 / f_sm_mhz [us] + T_sim / efficiency[regime]
     interval = [t * exp(-q), t * exp(q)]
 
 * ``T_sim`` is the simulated op as the fit saw it: its kernels on the analytical tier with the
   gap between two kernels of a CUDA graph (:attr:`MeasuredCalibration.graph_gap_us`) before
-  each, not the config's stream launch latency (:func:`op_seconds` converts);
+  each, not the config's stream launch latency (:func:`op_seconds` converts), launched as the
+  fit launched it (``launch_form: library``: each library's own launch plan, recorded as
+  :attr:`LibraryFit.launch`; :func:`coaccel.targets.gpu.measured.library_launch_kind`). The
+  pooled fit was fitted on every library's rows, each in its own launch; the simulator's own
+  ``flashdecode:`` op (the package's split rule) takes it as the best estimate for a library
+  the calibration does not know;
 * ``q`` is the half-width of the op's regime (:func:`regime_of`: ``l2`` when the L2 serves
   most of the split kernel's sectors, ``dram`` otherwise) for a GPU the fit saw
   (``log_half_width.in_fit``) or for one it did not (``log_half_width.held_out``, the
@@ -95,13 +102,27 @@ class LibraryFit:
 
     Attributes:
         floor_kcycles: fixed work per op beyond the simulated kernels, thousands of SM cycles.
-        efficiency: fraction of the simulated speed the library reaches (1).
+        efficiency: fraction of the simulated speed the library reaches (1); of an op
+            streamed from DRAM when ``efficiency_l2`` is given.
         rows: measured rows of the fit.
+        efficiency_l2: fraction of the simulated speed of an op the warm L2 serves (the
+            ``l2`` regime); None: ``efficiency`` for both regimes.
+        launch: the launch plan(s) the fit's ``T_sim`` simulated (comma-separated kinds of
+            :data:`coaccel.models.gpu.LaunchKind`).
     """
 
     floor_kcycles: float = param(ge=0, doc="fixed work per op, thousands of SM cycles")
     efficiency: float = param(gt=0, doc="fraction of the simulated speed reached")
     rows: int = param(ge=1, doc="measured rows of the fit")
+    efficiency_l2: float | None = param(default=None, gt=0,
+                                        doc="fraction reached in the l2 regime")  # fmt: skip
+    launch: str = param(default="flashdecode", doc="launch plan(s) of T_sim")
+
+    def efficiency_of(self, regime: str) -> float:
+        """The efficiency of an op of ``regime``."""
+        if regime == "l2" and self.efficiency_l2 is not None:
+            return self.efficiency_l2
+        return self.efficiency
 
 
 @dataclass(frozen=True)
@@ -174,6 +195,10 @@ class MeasuredCalibration:
         fitted_configs: shipped GPU configs of the calibration rows.
         pooled: the fit of every calibration row (a library not in ``libraries``).
         libraries: library key (:func:`library_key`) -> its own fit.
+        launch_form: how the rows were launched in the simulation: ``library`` (each as its
+            library launches it) or ``flashdecode`` (the package's split rule for every row).
+        efficiency_form: ``single`` (one efficiency per library) or ``regime`` (one per
+            regime and library).
         log_half_width: :class:`HalfWidths`. coverage: :class:`Coverage`.
         sources: where each figure comes from, keyed by dotted field path.
     """
@@ -193,11 +218,18 @@ class MeasuredCalibration:
     libraries: Mapping[str, LibraryFit] = param(doc="fit per kernel library")
     log_half_width: HalfWidths = param(doc="conformal half-widths of log(measured/predicted)")
     coverage: Coverage = param(doc="coverage of the intervals")
+    launch_form: Literal["library", "flashdecode"] = param(
+        default="flashdecode", doc="launch plans of the simulated rows"
+    )
+    efficiency_form: Literal["single", "regime"] = param(
+        default="single", doc="one efficiency per library, or one per regime"
+    )
     sources: Mapping[str, str] = param(default=FrozenMap(), doc="provenance by dotted key")
 
     def validate(self) -> list[Problem | str]:
-        """Cross-field rules: the digest's form, lower-case library keys, known configs, and
-        source keys that name fields."""
+        """Cross-field rules: the digest's form, lower-case library keys, known configs, an
+        ``efficiency_l2`` exactly with the per-regime form, and source keys that name
+        fields."""
         from .config import ARCH_NAMES
 
         out: list[Problem | str] = []
@@ -212,6 +244,14 @@ class MeasuredCalibration:
             if c not in ARCH_NAMES:
                 out.append(Problem("", "fitted_configs", c, "not a shipped GPU config",
                                    ", ".join(ARCH_NAMES)))  # fmt: skip
+        for k, fit in (
+            ("pooled", self.pooled),
+            *((f"libraries.{n}", f) for n, f in self.libraries.items()),
+        ):
+            if (fit.efficiency_l2 is not None) != (self.efficiency_form == "regime"):
+                out.append(Problem("", f"{k}.efficiency_l2", fit.efficiency_l2,
+                                   "given exactly when efficiency_form is 'regime' (it is "
+                                   f"{self.efficiency_form!r})"))  # fmt: skip
         if self.calibration_rows > self.measured_rows:
             out.append(Problem("", "calibration_rows", self.calibration_rows,
                                f"must be <= measured_rows={self.measured_rows}"))  # fmt: skip
@@ -383,7 +423,8 @@ def calibrated(
     *,
     calibration: MeasuredCalibration | None = None,
 ) -> tuple[Any, Any, Any]:
-    """The calibrated time of decode-attention ops and its 90 % prediction interval.
+    """The calibrated time of decode-attention ops and its 90 % prediction interval
+    (module docstring: the efficiency is the op's regime's).
 
     Args:
         sim_seconds: ``T_sim``, the simulated op with the CUDA-graph gap before each kernel
@@ -415,7 +456,9 @@ def calibrated(
         raise ValueError(f"regime {bad[0]!r}; valid: {', '.join(REGIMES)}")
     in_fit = np.isin(np.asarray(gpu_config_name), cal.fitted_configs)
     t, f, reg, in_fit = np.broadcast_arrays(t, f, reg, in_fit)
-    sec = p.floor_kcycles * 1000.0 / f * 1e-6 + t / p.efficiency
+    # the regime's efficiency is selected, not computed: the same bits for scalar and array
+    eff = np.where(reg == "l2", p.efficiency_of("l2"), p.efficiency_of("dram"))
+    sec = p.floor_kcycles * 1000.0 / f * 1e-6 + t / eff
     lo_f = np.empty(sec.shape)
     hi_f = np.empty(sec.shape)
     for (fit, r), (down, up) in cal._factors.items():

@@ -9,6 +9,7 @@ the other cases simulate a few small ops."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import math
 import os
 import subprocess
@@ -81,7 +82,7 @@ def test_loader_rejects_an_unknown_key(tmp_path: Path) -> None:
             iv.load_calibration(p)
         msgs.append(str(e.value))
     assert "pooled.flor_kcycles: unknown key 'flor_kcycles'" in msgs[0]
-    assert "valid keys: floor_kcycles, efficiency, rows" in msgs[0]
+    assert "valid keys: floor_kcycles, efficiency, rows, efficiency_l2, launch" in msgs[0]
     assert "measured_csv_sha256" in msgs[1] and "64 lower-case hex digits" in msgs[1]
 
 
@@ -147,31 +148,41 @@ def test_calibrated_equals_every_prediction_of_the_fit(
 # -- the value ---------------------------------------------------------------------------------
 
 
+def _params(name: str, fit: iv.LibraryFit) -> mm.LibraryParams:
+    """The fit code's parameters of a fit read from the file."""
+    return mm.LibraryParams(name, fit.floor_kcycles, fit.efficiency, fit.rows, fit.efficiency_l2)
+
+
 def test_simulator_reproduces_the_fits_prediction_of_measured_rows(
     cal: iv.MeasuredCalibration,
 ) -> None:
-    """A measured row's trace through the plain simulator (the config's stream launch latency,
-    not the graph gap): ``seconds_calibrated`` is the fit code's prediction of that row from
-    the shipped parameters, its interval the in-fit one of the row's regime."""
+    """A measured row's trace (launched as its library launches it, as the fit simulated it)
+    through the plain simulator (the config's stream launch latency, not the graph gap):
+    ``seconds_calibrated`` is the fit code's prediction of that row from the shipped
+    parameters, its interval the in-fit one of the row's regime."""
+    assert cal.launch_form == mm.DEFAULT_LAUNCH == "library"
+    assert cal.efficiency_form == mm.DEFAULT_EFFICIENCY_FORM
     regimes = []
     for row in _rows():
         cfg = mm.gpu_config(row.gpu)
         arch = load_arch(cfg)
-        sim = mm.simulate_row(row, arch)  # the fit's simulation: graph gap, analytical
-        res = simulate(arch, mm.decode_trace(row, arch))
+        kind = mm.library_launch_kind(row.library, cfg)
+        cc = mm.COMPUTE_CAPABILITY[cfg]
+        assert cal.libraries[row.library].launch == kind
+        # the fit's simulation: graph gap, analytical
+        sim = mm.simulate_row(row, arch, kind=kind, compute_capability=cc)
+        res = simulate(arch, mm.decode_trace(row, arch, kind=kind, compute_capability=cc))
         c = res.calibrated
         assert c is not None and (c.regime, c.gpu_config) == (sim.regime, cfg)
         assert c.sim_s * 1e6 == pytest.approx(sim.sim_us, rel=1e-12)
-        pooled = mm.LibraryParams("(pooled)", cal.pooled.floor_kcycles, cal.pooled.efficiency,
-                                  cal.pooled.rows)  # fmt: skip
+        pooled = _params("(pooled)", cal.pooled)
         assert c.seconds * 1e6 == pytest.approx(pooled.predict_us(sim), rel=1e-12)
         q = getattr(cal.log_half_width.in_fit, sim.regime)
         assert c.lower_s == pytest.approx(c.seconds * math.exp(-q), rel=1e-12)
         assert c.upper_s == pytest.approx(c.seconds * math.exp(q), rel=1e-12)
         m = res.metrics()
         assert [m[k] for k in CALIBRATED] == [(c.seconds, "s"), (c.lower_s, "s"), (c.upper_s, "s")]
-        lib = cal.libraries[row.library]
-        own = mm.LibraryParams(row.library, lib.floor_kcycles, lib.efficiency, lib.rows)
+        own = _params(row.library, cal.libraries[row.library])
         s, _, _ = iv.calibrated(c.sim_s, arch.sm.freq_mhz, c.regime, cfg, row.kernel)
         assert s * 1e6 == pytest.approx(own.predict_us(sim), rel=1e-12)
         regimes.append(c.regime)
@@ -202,6 +213,29 @@ def test_bounds_order_and_vectorized_equals_scalar(cal: iv.MeasuredCalibration) 
     a, _, _ = iv.calibrated(0.0, 1000.0, "dram", "")
     b, _, _ = iv.calibrated(0.0, 2000.0, "dram", "")
     assert a == pytest.approx(2 * b) and a == pytest.approx(cal.pooled.floor_kcycles * 1e-6)
+
+
+def test_each_regime_takes_its_efficiency(cal: iv.MeasuredCalibration) -> None:
+    """With the per-regime form an ``l2`` op is divided by ``efficiency_l2``, a ``dram`` op by
+    ``efficiency``; a file of the single form (the defaults) divides both by ``efficiency``."""
+    t, f = np.array([2e-5, 2e-5]), 1410.0
+    for lib in (None, *sorted(cal.libraries)):
+        p = cal.fit(lib)
+        assert p.efficiency_l2 is not None
+        s, _, _ = iv.calibrated(t, f, ["dram", "l2"], "a100_80g", lib, calibration=cal)
+        floor = p.floor_kcycles * 1000.0 / f * 1e-6
+        assert s[0] == floor + t[0] / p.efficiency and s[1] == floor + t[1] / p.efficiency_l2
+    single = dataclasses.replace(
+        cal,
+        pooled=dataclasses.replace(cal.pooled, efficiency_l2=None),
+        libraries={},
+        efficiency_form="single",
+    )
+    assert not single.validate()
+    s, _, _ = iv.calibrated(t, f, ["dram", "l2"], "a100_80g", calibration=single)
+    assert s[0] == s[1]
+    bad = dataclasses.replace(single, efficiency_form="regime")
+    assert any("efficiency_l2" in str(p) for p in bad.validate())
 
 
 def test_bad_regime_and_library() -> None:

@@ -255,6 +255,52 @@ def test_fit_recovers_known_floor_and_efficiency() -> None:
     assert q.floor_kcycles == 0.0 and q.efficiency > 0
 
 
+def test_fit_recovers_per_regime_efficiencies() -> None:
+    rows = [_row(b, t) for b in (1, 4, 16) for t in (256, 2048, 8192)]
+    sims = [_fake_sim(r, g) for r in rows for g in ("a100_80g", "l40s")]
+    assert {s.regime for s in sims} == {"dram", "l2"}
+    eff = {"dram": 0.85, "l2": 0.6}
+    meas = [20.0 * 1000 / s.freq_mhz + s.sim_us / eff[s.regime] for s in sims]
+    p = mm.fit_library("x", meas, sims, efficiency_form="regime")
+    assert p.floor_kcycles == pytest.approx(20.0, rel=1e-9)
+    assert (p.efficiency, p.efficiency_l2) == (pytest.approx(0.85, rel=1e-9),
+                                               pytest.approx(0.6, rel=1e-9))  # fmt: skip
+    assert all(
+        p.predict_us(s) == pytest.approx(m, rel=1e-9) for s, m in zip(sims, meas, strict=True)
+    )
+    # one efficiency cannot fit both regimes
+    assert mm.fit_library("x", meas, sims).predict_us(sims[0]) != pytest.approx(meas[0])
+    # a library whose rows are of one regime: both regimes take its one efficiency
+    dram = [i for i, s in enumerate(sims) if s.regime == "dram"]
+    q = mm.fit_library("y", [meas[i] for i in dram], [sims[i] for i in dram],
+                       efficiency_form="regime")  # fmt: skip
+    assert q.efficiency_l2 == q.efficiency == pytest.approx(0.85, rel=1e-9)
+    with pytest.raises(ValueError, match="efficiency_form='both'; valid: single, regime"):
+        mm.fit_library("z", meas, sims, efficiency_form="both")  # type: ignore[arg-type]
+
+
+def test_evaluation_forms(tmp_path: Path) -> None:
+    t = _two_gpu_table(tmp_path)
+    v = _evaluate(t)
+    assert (v.launch, v.efficiency_form) == (mm.DEFAULT_LAUNCH, mm.DEFAULT_EFFICIENCY_FORM)
+    assert v.calibration is not None and v.calibration.pooled.efficiency_l2 is not None
+    one = mm.evaluate_measured(t, simulate=_fake_sim, load_arch=lambda c: c,
+                               efficiency_form="single")  # fmt: skip
+    assert one.calibration is not None and one.calibration.pooled.efficiency_l2 is None
+    with pytest.raises(ValueError, match="launch='xqa'; valid: library, flashdecode"):
+        mm.evaluate_measured(t, launch="xqa")  # type: ignore[arg-type]
+
+
+def test_held_out_rows_of_another_launch_are_noted(tmp_path: Path) -> None:
+    vllm = "vllm-0.14.0:vllm_flash_attn"
+    extra = [_line(gpu=g, kernel=vllm, batch=b, us=20.0 + b)
+             for g in ("A100-SXM4-80GB", "H100-SXM") for b in (1, 2, 4)]  # fmt: skip
+    v = _evaluate(_two_gpu_table(tmp_path, extra))
+    assert (f"held-out rows of {vllm} on h100_sxm: launch flashdecode (its kernels there are "
+            "not modelled); its fit was made on fa2_varlen") in v.notes  # fmt: skip
+    assert not [n for n in _evaluate(_two_gpu_table(tmp_path)).notes if "held-out rows" in n]
+
+
 def _two_gpu_table(tmp_path: Path, extra: list[str] = ()) -> mm.MeasuredTable:  # type: ignore[assignment]
     lines = [HEADER]
     rng = np.random.default_rng(0)

@@ -2,10 +2,12 @@
 
 Private: :mod:`coaccel.targets.gpu.measured` re-exports every public name here, and its module
 docstring describes the model (``t = floor_kcycles * 1000 / f_sm_mhz + T_sim / efficiency``,
-fitted per kernel library with a pooled fallback), the split-conformal intervals and the
+the efficiency one per library or one per regime and library, fitted per kernel library with a
+pooled fallback), the split-conformal intervals and the
 metrics. Pure computation, no I/O.
 
-Public (re-exported): :data:`COVERAGE`, :data:`MIN_ROWS_PER_LIBRARY`, :class:`LibraryParams`,
+Public (re-exported): :data:`COVERAGE`, :data:`MIN_ROWS_PER_LIBRARY`, :data:`EFFICIENCY_FORMS`,
+:class:`LibraryParams`,
 :func:`fit_library`, :class:`Calibration`, :func:`fit_calibration`,
 :func:`conformal_halfwidth`, :func:`kendall_tau`, :class:`ErrorSummary`,
 :func:`error_summary`.
@@ -31,6 +33,8 @@ import numpy.typing as npt
 
 __all__ = [
     "COVERAGE",
+    "EFFICIENCY_FORMS",
+    "EfficiencyForm",
     "MIN_ROWS_PER_LIBRARY",
     "REGIMES",
     "Calibration",
@@ -55,6 +59,10 @@ COVERAGE = 0.9
 MIN_ROWS_PER_LIBRARY = 3
 """Fewest rows of a library for a fit of its own (else the pooled fit)."""
 
+EfficiencyForm = Literal["single", "regime"]
+EFFICIENCY_FORMS: tuple[EfficiencyForm, ...] = ("single", "regime")
+"""One efficiency per library, or one per regime (``dram``, ``l2``) and library."""
+
 Regime = Literal["dram", "l2"]
 REGIMES: tuple[Regime, ...] = ("dram", "l2")
 """The regimes intervals are grouped by: the KV streamed from DRAM, or served by the warm L2."""
@@ -65,6 +73,7 @@ class SimulatedOp(Protocol):
 
     Attributes:
         sim_us: simulated time of the op, µs. freq_mhz: SM clock of the config, MHz.
+        regime: ``"dram"`` or ``"l2"`` (read by the per-regime efficiency only).
     """
 
     @property
@@ -72,6 +81,9 @@ class SimulatedOp(Protocol):
 
     @property
     def freq_mhz(self) -> float: ...
+
+    @property
+    def regime(self) -> str: ...
 
 
 class MeasuredOp(Protocol):
@@ -98,22 +110,32 @@ class LibraryParams:
     Attributes:
         library: the library key (``"(pooled)"`` for the pooled fit).
         floor_kcycles: fixed work per op beyond the simulated kernels, thousands of SM cycles.
-        efficiency: fraction of the simulated speed the library reaches.
+        efficiency: fraction of the simulated speed the library reaches (of a ``dram`` op
+            when ``efficiency_l2`` is given).
         rows: rows the fit used.
+        efficiency_l2: the fraction for an op the warm L2 serves (``l2`` regime), when the
+            efficiency is fitted per regime (:data:`EFFICIENCY_FORMS`); None: ``efficiency``.
     """
 
     library: str
     floor_kcycles: float
     efficiency: float
     rows: int
+    efficiency_l2: float | None = None
 
     def floor_us(self, freq_mhz: float) -> float:
         """The floor on a GPU of SM clock ``freq_mhz``, µs."""
         return self.floor_kcycles * 1000.0 / freq_mhz
 
+    def efficiency_of(self, regime: str) -> float:
+        """The efficiency of an op of ``regime``."""
+        return self.efficiency_l2 if regime == "l2" and self.efficiency_l2 is not None \
+            else self.efficiency  # fmt: skip
+
     def predict_us(self, sim: SimulatedOp) -> float:
-        """``floor_us(f) + sim_us / efficiency``, µs."""
-        return self.floor_us(sim.freq_mhz) + sim.sim_us / self.efficiency
+        """``floor_us(f) + sim_us / efficiency``, µs (the efficiency of the op's regime)."""
+        eff = self.efficiency if self.efficiency_l2 is None else self.efficiency_of(sim.regime)
+        return self.floor_us(sim.freq_mhz) + sim.sim_us / eff
 
 
 POOLED = "(pooled)"
@@ -141,15 +163,21 @@ def _nonneg_lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def fit_library(
-    library: str, measured_us: Sequence[float], sims: Sequence[SimulatedOp]
+    library: str,
+    measured_us: Sequence[float],
+    sims: Sequence[SimulatedOp],
+    *,
+    efficiency_form: EfficiencyForm = "single",
 ) -> LibraryParams:
     """Fit ``floor_kcycles`` and ``efficiency`` of one library (or the pool).
 
     Minimizes ``sum((predicted / measured - 1)^2)`` over the rows with a non-negative floor
-    and inverse efficiency (module docstring).
+    and inverse efficiency (module docstring); with ``efficiency_form="regime"`` one inverse
+    efficiency per regime (a regime without rows takes the other's).
 
     Args:
         library: the key to record. measured_us: measured times, µs. sims: their simulations.
+        efficiency_form: one efficiency, or one per regime (:data:`EFFICIENCY_FORMS`).
 
     Returns:
         :class:`LibraryParams`.
@@ -162,12 +190,28 @@ def fit_library(
         raise ValueError(f"fit_library({library!r}): no rows")
     t = np.array([s.sim_us for s in sims])
     kcyc_us = np.array([1000.0 / s.freq_mhz for s in sims])
+    if efficiency_form == "regime":
+        is_l2 = np.array([s.regime == "l2" for s in sims])
+        if is_l2.any() and not is_l2.all():
+            x = np.stack([kcyc_us, np.where(is_l2, 0.0, t), np.where(is_l2, t, 0.0)], axis=1)
+            floor, inv_d, inv_l = _nonneg_lstsq(x / m[:, None], np.ones_like(m))
+            if inv_d <= 0 or inv_l <= 0:
+                raise ValueError(f"fit_library({library!r}): the simulated times of a regime "
+                                 "explain nothing")  # fmt: skip
+            return LibraryParams(library=library, floor_kcycles=float(floor),
+                                 efficiency=float(1 / inv_d), rows=int(m.size),
+                                 efficiency_l2=float(1 / inv_l))  # fmt: skip
+    elif efficiency_form != "single":
+        raise ValueError(f"efficiency_form={efficiency_form!r}; valid: "
+                         f"{', '.join(EFFICIENCY_FORMS)}")  # fmt: skip
     x = np.stack([kcyc_us, t], axis=1) / m[:, None]
     floor, inv = _nonneg_lstsq(x, np.ones_like(m))
     if inv <= 0:
         raise ValueError(f"fit_library({library!r}): the simulated times explain nothing")
-    return LibraryParams(library=library, floor_kcycles=float(floor), efficiency=float(1 / inv),
-                         rows=int(m.size))  # fmt: skip
+    eff = float(1 / inv)
+    return LibraryParams(library=library, floor_kcycles=float(floor), efficiency=eff,
+                         rows=int(m.size),
+                         efficiency_l2=eff if efficiency_form == "regime" else None)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -195,21 +239,34 @@ class Calibration:
 
 
 def fit_calibration(
-    rows: Sequence[MeasuredOp], sims: Sequence[SimulatedOp], gpus: Sequence[str] = ()
+    rows: Sequence[MeasuredOp],
+    sims: Sequence[SimulatedOp],
+    gpus: Sequence[str] = (),
+    *,
+    efficiency_form: EfficiencyForm = "single",
 ) -> Calibration:
     """Fit the pooled parameters, then each library's (module docstring).
 
     Args:
         rows: the training rows. sims: their simulations (same order).
         gpus: their configs, for the record.
+        efficiency_form: one efficiency per library, or one per regime.
 
     Returns:
         :class:`Calibration`.
     """
     meas = [r.measured_us for r in rows]
     notes: list[str] = []
+    form = efficiency_form
     try:
-        pooled = fit_library(POOLED, meas, sims)
+        try:
+            pooled = fit_library(POOLED, meas, sims, efficiency_form=form)
+        except ValueError:
+            if form == "single":
+                raise
+            pooled = fit_library(POOLED, meas, sims)
+            notes.append("the pooled fit has one efficiency: a regime's simulated times "
+                         "explain nothing")  # fmt: skip
     except ValueError:
         # the measured times do not grow with the simulated ones: keep the simulator's speed
         # and fit the floor alone
@@ -229,7 +286,8 @@ def fit_calibration(
                          "pooled fit")  # fmt: skip
             continue
         try:
-            libs[lib] = fit_library(lib, [meas[i] for i in idx], [sims[i] for i in idx])
+            libs[lib] = fit_library(lib, [meas[i] for i in idx], [sims[i] for i in idx],
+                                    efficiency_form=form)  # fmt: skip
         except ValueError:
             notes.append(f"{lib}: its measured times do not grow with the simulated ones: "
                          "pooled fit")  # fmt: skip
@@ -258,12 +316,19 @@ def conformal_halfwidth(scores: npt.ArrayLike, coverage: float = COVERAGE) -> fl
     return float(s[k - 1]) if 1 <= k <= s.size else math.inf
 
 
-def loo_predictions(rows: Sequence[MeasuredOp], sims: Sequence[SimulatedOp]) -> np.ndarray:
-    """Leave-one-out predictions of each row from a fit on the others, µs."""
+def loo_predictions(
+    rows: Sequence[MeasuredOp],
+    sims: Sequence[SimulatedOp],
+    *,
+    efficiency_form: EfficiencyForm = "single",
+) -> np.ndarray:
+    """Leave-one-out predictions of each row from a fit on the others (of the same
+    ``efficiency_form``), µs."""
     out = np.empty(len(rows))
     for i in range(len(rows)):
         keep = [j for j in range(len(rows)) if j != i]
-        cal = fit_calibration([rows[j] for j in keep], [sims[j] for j in keep])
+        cal = fit_calibration([rows[j] for j in keep], [sims[j] for j in keep],
+                              efficiency_form=efficiency_form)  # fmt: skip
         p, _ = cal.params(rows[i].library)
         out[i] = p.predict_us(sims[i])
     return out

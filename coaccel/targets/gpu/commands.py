@@ -113,6 +113,23 @@ def register_validate(sub: Any) -> None:
         help="with --measured: tokens per paged-KV block of the simulated ops (default 64)",
     )
     g.add_argument(
+        "--launch",
+        choices=("library", "flashdecode"),
+        default="library",
+        help="with --measured: simulate each op as its kernel library launches it (library, "
+        "the default: FlashAttention-2's or -3's split rule, tile and combine) or with the "
+        "package's own split rule for every library (flashdecode, the earlier form; "
+        "docs/gpu_measured.md section 5)",
+    )
+    g.add_argument(
+        "--efficiency",
+        choices=("single", "regime"),
+        default="regime",
+        help="with --measured: one efficiency per library (single) or one per regime and "
+        "library (regime, the default: the form selected on the leave-one-out error, "
+        "docs/gpu_measured.md section 5)",
+    )
+    g.add_argument(
         "--write-calibration",
         type=Path,
         default=None,
@@ -218,7 +235,8 @@ def run_measured(args: argparse.Namespace) -> int:
             "never writes to a file it was given to read"
         )
     run.progress(f"{len(table.rows)} measured rows from {src}")
-    v = evaluate_measured(table, page_tokens=args.page_tokens, progress=run.progress)
+    v = evaluate_measured(table, page_tokens=args.page_tokens, progress=run.progress,
+                          launch=args.launch, efficiency_form=args.efficiency)  # fmt: skip
     cal = derive_calibration(v) if cal_dest is not None else None
     paths = [write_measured_predictions(v, run.out)]
     if cal_dest is not None:

@@ -3,7 +3,8 @@
 Pure computation (reading the CSV is the only I/O; :mod:`coaccel.targets.gpu.measured_report`
 prints and writes). docs/gpu_measured.md has the model, the fitted values and the results. The
 calibration model, the interval helpers and the metrics live in the private
-:mod:`coaccel.targets.gpu._measured_fit`; this module re-exports its public names.
+:mod:`coaccel.targets.gpu._measured_fit`, the CSV's columns and reader in
+:mod:`coaccel.targets.gpu._measured_csv`; this module re-exports their public names.
 
 **What is measured.** One row per timed decode-attention op: GPU, kernel library, dtype, batch,
 query and KV heads, head dimension, context and the measured time in µs
@@ -14,8 +15,12 @@ and some include more than the attention kernels (KV append, preprocessing).
 
 **Prediction of a row** (:func:`simulate_row`). The CSV's GPU name maps to a shipped config
 (:data:`GPU_CONFIGS`, case-insensitive; an unknown GPU is skipped, not an error). The row's
-split-K decode trace (:func:`coaccel.models.gpu.split_k_trace`; the split count chosen for the
-config's SMs, ``block_n`` 128 or the largest tile that fits an SM's shared memory, paged KV of
+split-K decode trace (:func:`coaccel.models.gpu.split_k_trace`) is launched as the row's kernel
+library launches it on that GPU (:func:`library_launch_kind`,
+:func:`coaccel.models.gpu.plan_library_launch`: FlashAttention-2's or FlashAttention-3's split
+rule, tiles and combine; ``launch="flashdecode"`` or a library not modelled takes the package's
+split rule for the config's SMs with ``block_n`` 128 or the largest tile that fits an SM's
+shared memory; :data:`LAUNCH_FORMS`), with paged KV of
 ``page_tokens`` tokens per block: the pages sit in sequence order, which the analytical tier
 cannot tell from a shuffled block table, as its hit rule and DRAM runs do not depend on where a
 page lies) is marked ``replayed`` (warm L2, :data:`coaccel.sim.gpu_mem.traffic.REPLAYED_KEY`):
@@ -25,11 +30,12 @@ between two kernels of a CUDA graph (:func:`coaccel.targets.gpu.ffd.graph_launch
 of the stream launch latency. The simulated time ``T_sim`` uses datasheet and microbenchmark
 figures only.
 
-**Calibration** (:func:`fit_library`, :class:`Calibration`): what no datasheet gives, two
-parameters per kernel library (the ``kernel`` column), never per GPU, so that they transfer to a
-GPU they never saw::
+**Calibration** (:func:`fit_library`, :class:`Calibration`): what no datasheet gives, per
+kernel library (the ``kernel`` column), never per GPU, so that they transfer to a GPU they
+never saw, a floor and an efficiency (one per regime with ``efficiency_form="regime"``, the
+default; :data:`EFFICIENCY_FORMS`)::
 
-    t = floor_kcycles * 1000 / f_sm_mhz + T_sim / efficiency
+    t = floor_kcycles * 1000 / f_sm_mhz + T_sim / efficiency[regime]
 
 ``floor_kcycles`` is the op's launch-to-finish minimum under replay beyond the simulated kernels
 (kernel prologue, KV append, split-K combine, graph gaps), counted in thousands of SM clock
@@ -65,7 +71,9 @@ decode-attention op (:mod:`coaccel.targets.gpu.measured_calibration`,
 the regime rule of :func:`simulate_row`).
 
 Public: :data:`MEASURED_COLUMNS`, :data:`GPU_CONFIGS`, :data:`DTYPES`, :data:`NEVER_FITTED`,
-:data:`COVERAGE`, :class:`MeasuredRow`, :class:`MeasuredTable`, :func:`read_measured_csv`,
+:data:`COVERAGE`, :data:`COMPUTE_CAPABILITY`, :data:`LAUNCH_FORMS`, :data:`EFFICIENCY_FORMS`,
+:data:`DEFAULT_LAUNCH`, :data:`DEFAULT_EFFICIENCY_FORM`, :func:`library_launch_kind`,
+:class:`MeasuredRow`, :class:`MeasuredTable`, :func:`read_measured_csv`,
 :func:`shipped_measured_csv`, :func:`gpu_config`, :class:`RowSim`, :func:`decode_trace`,
 :func:`simulate_row`, :class:`LibraryParams`, :class:`Calibration`, :func:`fit_library`,
 :func:`fit_calibration`, :class:`Prediction`, :func:`conformal_halfwidth`,
@@ -75,21 +83,31 @@ Public: :data:`MEASURED_COLUMNS`, :data:`GPU_CONFIGS`, :data:`DTYPES`, :data:`NE
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
 from coaccel.spine.errors import CoaccelError
+from coaccel.targets.gpu._measured_csv import (
+    DTYPES,
+    GPU_CONFIGS,
+    MEASURED_COLUMNS,
+    MeasuredRow,
+    MeasuredTable,
+    gpu_config,
+    read_measured_csv,
+    shipped_measured_csv,
+)
 from coaccel.targets.gpu._measured_fit import (
     COVERAGE,
+    EFFICIENCY_FORMS,
     MIN_ROWS_PER_LIBRARY,
     REGIMES,
     Calibration,
+    EfficiencyForm,
     ErrorSummary,
     LibraryParams,
     Regime,
@@ -105,9 +123,14 @@ from coaccel.targets.gpu._measured_fit import (
 )
 
 __all__ = [
+    "COMPUTE_CAPABILITY",
     "COVERAGE",
+    "DEFAULT_EFFICIENCY_FORM",
+    "DEFAULT_LAUNCH",
     "DTYPES",
+    "EFFICIENCY_FORMS",
     "GPU_CONFIGS",
+    "LAUNCH_FORMS",
     "MEASURED_COLUMNS",
     "MIN_ROWS_PER_LIBRARY",
     "NEVER_FITTED",
@@ -127,36 +150,36 @@ __all__ = [
     "fit_library",
     "gpu_config",
     "kendall_tau",
+    "library_launch_kind",
     "read_measured_csv",
     "shipped_measured_csv",
     "simulate_row",
 ]
 
-MEASURED_COLUMNS = (
-    "source", "gpu", "kernel", "dtype", "batch", "n_q_heads", "n_kv_heads", "head_dim",
-    "context_len", "measured_us", "notes",
-)  # fmt: skip
-"""Columns a measured CSV must have (others are kept and written back unchanged)."""
-
-_INT_COLUMNS = ("batch", "n_q_heads", "n_kv_heads", "head_dim", "context_len")
-
-DTYPES: Mapping[str, int] = {"bf16": 2, "fp16": 2}
-"""dtypes of q and KV the decode trace models -> bytes per element."""
-
-GPU_CONFIGS: Mapping[str, str] = {
-    "a100-sxm4-40gb": "a100_40g",
-    "a100-sxm4-80gb": "a100_80g",
-    "h100-sxm": "h100_sxm",
-    "h100-sxm5-80gb": "h100_sxm",
-    "h200-sxm": "h200",
-    "h200": "h200",
-    "l40s": "l40s",
-}
-"""GPU name of a CSV (lower case) -> shipped config (``arch_configs/gpu/<name>.yaml``)."""
-
 NEVER_FITTED = frozenset({"h100_sxm", "h200"})
 """Configs whose rows are never fitted (Hopper: predicted from datasheets and microbenchmarks
 alone, held out)."""
+
+COMPUTE_CAPABILITY: Mapping[str, int] = {
+    "a100_40g": 80,
+    "a100_80g": 80,
+    "h100_sxm": 90,
+    "h200": 90,
+    "l40s": 89,
+}
+"""Config -> CUDA compute capability, major x 10 + minor ([CUDA-GUIDE]: 8.0 A100, 9.0
+H100/H200; [NV-ADA]: 8.9 Ada, the L40S): the kernels a library runs depend on it."""
+
+LaunchForm = Literal["library", "flashdecode"]
+LAUNCH_FORMS: tuple[LaunchForm, ...] = ("library", "flashdecode")
+"""How a row's op is launched in the simulation: ``library`` what its kernel library launches
+on its GPU (:func:`library_launch_kind`), ``flashdecode`` the package's own split rule for every
+row (the form before the libraries' plans were modelled; kept for comparison)."""
+
+DEFAULT_LAUNCH: LaunchForm = "library"
+DEFAULT_EFFICIENCY_FORM: EfficiencyForm = "regime"
+"""The model form selected on the calibration rows' leave-one-out error (docs/gpu_measured.md
+§5): every library's own launch, one efficiency per regime and library."""
 
 DEFAULT_PAGE_TOKENS = 64
 """Tokens per paged-KV block when not given ([AIC-REPO] vLLM collector: block 64)."""
@@ -165,179 +188,7 @@ MAX_TILES = 2**21
 """Most K/V tiles one row's trace may have (two records each; the shipped rows have at most
 131,072): a larger op is refused before any simulation."""
 
-MEASURED_DIR = "gpu/measured"
-MEASURED_FILE = "decode_attention_measured.csv"
-
 FitRole = Literal["calibration", "held-out", "skipped"]
-
-
-# -- the CSV -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MeasuredRow:
-    """One measured decode-attention op.
-
-    Attributes:
-        line: line in the CSV (the header is line 1).
-        fields: every column of the row as read (also the extra ones), in file order.
-        gpu: GPU name as written. kernel: kernel library as written. dtype: ``bf16``/``fp16``.
-        batch: sequences B. n_q_heads: query heads Hq. n_kv_heads: KV heads Hkv.
-        head_dim: D. context_len: KV tokens each sequence attends to.
-        measured_us: measured time of one op, µs.
-    """
-
-    line: int
-    fields: tuple[tuple[str, str], ...]
-    gpu: str
-    kernel: str
-    dtype: str
-    batch: int
-    n_q_heads: int
-    n_kv_heads: int
-    head_dim: int
-    context_len: int
-    measured_us: float
-
-    @property
-    def library(self) -> str:
-        """The kernel library's key: the ``kernel`` column, stripped, lower case."""
-        return self.kernel.strip().lower()
-
-    @property
-    def kv_bytes(self) -> int:
-        """Bytes of the K and V caches the op reads, B."""
-        return (
-            2 * self.batch * self.context_len * self.n_kv_heads * self.head_dim * DTYPES[self.dtype]
-        )
-
-
-@dataclass(frozen=True)
-class MeasuredTable:
-    """A measured CSV: its path, header and rows."""
-
-    path: Path
-    header: tuple[str, ...]
-    rows: tuple[MeasuredRow, ...]
-
-
-def shipped_measured_csv() -> Path:
-    """The shipped measured set, ``arch_configs/gpu/measured/decode_attention_measured.csv``."""
-    from importlib.resources import files
-
-    return Path(str(files("coaccel.arch_configs"))) / MEASURED_DIR / MEASURED_FILE
-
-
-def read_measured_csv(path: str | Path) -> MeasuredTable:
-    """Read and check a measured decode-attention CSV, every row before any work.
-
-    Args:
-        path: the CSV file (UTF-8; header row of column names, :data:`MEASURED_COLUMNS` among
-            them in any order).
-
-    Returns:
-        The :class:`MeasuredTable`.
-
-    Raises:
-        CoaccelError: one line naming the file, line, column and value: a missing column, a
-            row with too few or too many fields, an integer or number that is not one (or not
-            positive, or heads that do not divide), an unknown dtype, an empty gpu or kernel,
-            no data rows.
-    """
-    p = Path(path)
-    try:
-        with p.open(newline="", encoding="utf-8") as f:
-            reader = csv.reader(f)
-            header = next(reader, None)
-            if header is None:
-                raise CoaccelError(f"{p}: empty file; expected a header with the columns "
-                                   f"{', '.join(MEASURED_COLUMNS)}")  # fmt: skip
-            header = [h.strip() for h in header]
-            missing = [c for c in MEASURED_COLUMNS if c not in header]
-            if missing:
-                raise CoaccelError(
-                    f"{p}: line 1: missing column{'s' if len(missing) > 1 else ''} "
-                    f"{', '.join(missing)}; a measured CSV has the columns "
-                    f"{', '.join(MEASURED_COLUMNS)}"
-                )
-            dup = sorted({h for h in header if header.count(h) > 1})
-            if dup:
-                raise CoaccelError(f"{p}: line 1: column {dup[0]!r} appears twice")
-            rows = []
-            for rec in reader:
-                lineno = reader.line_num
-                if not rec or all(not c.strip() for c in rec):
-                    continue
-                if len(rec) != len(header):
-                    raise CoaccelError(
-                        f"{p}: line {lineno}: {len(rec)} fields, expected {len(header)} "
-                        f"({', '.join(header)})"
-                    )
-                rows.append(_parse_row(p, lineno, tuple(zip(header, rec, strict=True))))
-    except UnicodeDecodeError as e:
-        raise CoaccelError(f"{p}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    except csv.Error as e:
-        raise CoaccelError(f"{p}: not a readable CSV: {e}") from None
-    if not rows:
-        raise CoaccelError(f"{p}: no data rows")
-    return MeasuredTable(path=p, header=tuple(header), rows=tuple(rows))
-
-
-def _parse_row(p: Path, lineno: int, fields: tuple[tuple[str, str], ...]) -> MeasuredRow:
-    rec = dict(fields)
-
-    def bad(col: str, why: str) -> CoaccelError:
-        return CoaccelError(f"{p}: line {lineno}: column {col}: {rec[col]!r} {why}")
-
-    ints: dict[str, int] = {}
-    for col in _INT_COLUMNS:
-        text = rec[col].strip()
-        try:
-            v = int(text)
-        except ValueError:
-            raise bad(col, "is not an integer") from None
-        if v < 1:
-            raise bad(col, "must be >= 1")
-        ints[col] = v
-    if ints["n_q_heads"] % ints["n_kv_heads"]:
-        raise bad("n_q_heads", f"is not a multiple of n_kv_heads={ints['n_kv_heads']}")
-    text = rec["measured_us"].strip()
-    try:
-        t = float(text)
-    except ValueError:
-        raise bad("measured_us", "is not a number") from None
-    if not math.isfinite(t) or t <= 0:
-        raise bad("measured_us", "must be a finite number > 0 (µs)")
-    dtype = rec["dtype"].strip().lower()
-    if dtype not in DTYPES:
-        raise bad("dtype", f"is not a supported dtype; valid: {', '.join(DTYPES)}")
-    for col in ("gpu", "kernel"):
-        if not rec[col].strip():
-            raise bad(col, "is empty")
-    return MeasuredRow(
-        line=lineno,
-        fields=fields,
-        gpu=rec["gpu"].strip(),
-        kernel=rec["kernel"].strip(),
-        dtype=dtype,
-        measured_us=t,
-        **ints,
-    )
-
-
-def gpu_config(gpu: str) -> str | None:
-    """The shipped config of a CSV GPU name (:data:`GPU_CONFIGS`, case-insensitive).
-
-    Args:
-        gpu: the name as written (``"A100-SXM4-80GB"``).
-
-    Returns:
-        The config name (``"a100_80g"``), or None for a GPU without one (its rows are skipped).
-    """
-    return GPU_CONFIGS.get(gpu.strip().lower())
-
-
-# -- simulation of one row ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -353,6 +204,7 @@ class RowSim:
         num_splits: splits per (sequence, KV head). ctas: split-kernel CTAs.
         block_n: tokens per K/V tile. bound: what bounds the split kernel.
         freq_mhz: SM clock of the config, MHz (the floor's cycles count at it).
+        launch: the launch simulated (:func:`library_launch_kind`).
     """
 
     sim_us: float
@@ -363,6 +215,7 @@ class RowSim:
     block_n: int
     bound: str
     freq_mhz: float
+    launch: str = "flashdecode"
 
 
 def _block_n(row: MeasuredRow, arch: Any) -> int:
@@ -378,8 +231,44 @@ def _block_n(row: MeasuredRow, arch: Any) -> int:
     return min(BLOCK_N_CHOICES)
 
 
+def library_launch_kind(library: str, config: str) -> str:
+    """What a kernel library launches for a decode step on a GPU (a
+    :data:`coaccel.models.gpu.LaunchKind`), by what the library is:
+
+    * vLLM's ``vllm_flash_attn`` runs FlashAttention-2 except on Hopper, where it runs
+      FlashAttention-3 ([VLLM-REPO] ``vllm/attention/utils/fa_utils.py``), through
+      ``flash_attn_varlen_func``: ``fa2_varlen``;
+    * SGLang's ``flash_attention`` backend runs sgl-kernel's FlashAttention-3, built for
+      sm80/sm86/sm89 and sm90a ([SGL-KERNEL]): ``fa3_sm8x`` on compute capability 8.x;
+    * vidur's sarathi ``FLASH_ATTENTION`` wrapper calls ``vllm_flash_attn``'s
+      ``flash_attn_with_kvcache`` ([SARATHI-REPO]), FlashAttention-2: ``fa2_kvcache``;
+    * anything else, and the FlashAttention-3 Hopper kernels (not modelled), take the
+      package's own rule, ``flashdecode`` (TensorRT-LLM's decode kernels are not modelled).
+
+    Args:
+        library: the library key (``MeasuredRow.library``). config: the GPU's config.
+
+    Returns:
+        The launch kind.
+    """
+    cc = COMPUTE_CAPABILITY.get(config, 0)
+    if library.startswith("vllm-") and library.endswith(":vllm_flash_attn"):
+        return "fa2_varlen" if 80 <= cc < 90 else "flashdecode"
+    if library.startswith("sglang-") and library.endswith(":flash_attention"):
+        return "fa3_sm8x" if 80 <= cc < 90 else "flashdecode"
+    if library.startswith("vidur-") and library.endswith("flash_attention"):
+        return "fa2_kvcache" if 80 <= cc < 90 else "flashdecode"
+    return "flashdecode"
+
+
 def decode_trace(
-    row: MeasuredRow, arch: Any, *, page_tokens: int = DEFAULT_PAGE_TOKENS, replayed: bool = True
+    row: MeasuredRow,
+    arch: Any,
+    *,
+    page_tokens: int = DEFAULT_PAGE_TOKENS,
+    replayed: bool = True,
+    kind: str = "flashdecode",
+    compute_capability: int = 80,
 ) -> Any:
     """The split-K decode trace of a row on a GPU (module docstring).
 
@@ -387,17 +276,24 @@ def decode_trace(
         row: the measured row. arch: the GPU config (its SM count picks the split count).
         page_tokens: tokens per paged-KV block (recorded; see the module docstring).
         replayed: mark the trace as back-to-back replays (warm L2 where the data fits).
+        kind: the launch (:func:`library_launch_kind`; ``"flashdecode"``: the package's rule
+            with ``block_n`` 128 or the largest tile that fits).
+        compute_capability: the GPU's (:data:`COMPUTE_CAPABILITY`), for ``fa3_sm8x``.
 
     Returns:
         The :class:`~coaccel.trace.Trace`.
     """
-    from coaccel.models.gpu import DecodeShape, plan_split_k, split_k_trace
+    from coaccel.models.gpu import DecodeShape, plan_library_launch, split_k_trace
     from coaccel.sim.gpu_mem.traffic import REPLAYED_KEY
 
     shape = DecodeShape(row.batch, row.context_len, row.n_q_heads, row.n_kv_heads, row.head_dim)
-    plan = plan_split_k(shape, block_n=_block_n(row, arch), n_sms=arch.sm.count)
-    meta = {REPLAYED_KEY: bool(replayed), "kv_page_tokens": int(page_tokens), "dtype": row.dtype}
-    return split_k_trace(plan, workload=meta)
+    launch = plan_library_launch(shape, kind, n_sms=arch.sm.count,  # type: ignore[arg-type]
+                                 compute_capability=compute_capability,
+                                 block_n=_block_n(row, arch))  # fmt: skip
+    meta = {REPLAYED_KEY: bool(replayed), "kv_page_tokens": int(page_tokens), "dtype": row.dtype,
+            "launch": kind}  # fmt: skip
+    return split_k_trace(launch.plan, workload=meta, combine=launch.combine,
+                         combine_rows_per_cta=launch.combine_rows_per_cta)  # fmt: skip
 
 
 def simulate_row(
@@ -407,6 +303,8 @@ def simulate_row(
     page_tokens: int = DEFAULT_PAGE_TOKENS,
     replayed: bool = True,
     graph_gap_us: float | None = None,
+    kind: str = "flashdecode",
+    compute_capability: int = 80,
 ) -> RowSim:
     """Simulate a row's op analytically (module docstring).
 
@@ -415,6 +313,7 @@ def simulate_row(
         page_tokens: tokens per paged-KV block. replayed: warm L2 (back-to-back replays).
         graph_gap_us: gap between two kernels, µs (None: the CUDA-graph gap,
             :func:`coaccel.targets.gpu.ffd.graph_launch_us`).
+        kind: the launch (:func:`decode_trace`). compute_capability: the GPU's.
 
     Returns:
         :class:`RowSim`.
@@ -425,7 +324,8 @@ def simulate_row(
 
     gap = graph_launch_us() if graph_gap_us is None else graph_gap_us
     a = graph_mode(arch, gap)
-    trace = decode_trace(row, a, page_tokens=page_tokens, replayed=replayed)
+    trace = decode_trace(row, a, page_tokens=page_tokens, replayed=replayed, kind=kind,
+                         compute_capability=compute_capability)  # fmt: skip
     res = simulate(a, trace, mode="analytical")
     split = res.kernels[0]
     frac = split.l2_hits / split.sector_requests if split.sector_requests else 0.0
@@ -439,6 +339,7 @@ def simulate_row(
         block_n=int(wl["block_n"]),
         bound=split.bound,
         freq_mhz=float(arch.sm.freq_mhz),
+        launch=kind,
     )
 
 
@@ -496,6 +397,9 @@ class MeasuredValidation:
         by_regime: (``in_sample`` | ``logo``, regime) -> errors, over all GPUs.
         page_tokens: paged-KV block of the traces. coverage: target coverage.
         notes: what the reader should know (skipped rows, pooled fallbacks, ...).
+        launch: the launch form simulated (:data:`LAUNCH_FORMS`).
+        efficiency_form: one efficiency per library or one per regime
+            (:data:`EFFICIENCY_FORMS`).
     """
 
     table: MeasuredTable
@@ -512,6 +416,8 @@ class MeasuredValidation:
     page_tokens: int
     coverage: float
     notes: tuple[str, ...] = field(default_factory=tuple)
+    launch: LaunchForm = DEFAULT_LAUNCH
+    efficiency_form: EfficiencyForm = DEFAULT_EFFICIENCY_FORM
 
 
 SimulateRow = Callable[[MeasuredRow, Any], RowSim]
@@ -526,6 +432,7 @@ class _Run:
         rows: the table's rows. cfg_of: each row's config (``""``: skipped).
         sims: each row's simulation (None: skipped). coverage: target coverage.
         say: the progress callback. notes: the notes so far, in the order written.
+        efficiency_form: of the fits.
         meas: measured times, µs. The per-row results, indexed like ``rows`` (NaN or ``""``
             where a row has none): pred, lo, hi, which (prediction, interval, µs, and
             ``"library"`` / ``"pooled"``); loo_p (leave-one-out prediction, µs) and inside (is
@@ -539,6 +446,7 @@ class _Run:
     coverage: float
     say: Callable[[str], None]
     notes: list[str]
+    efficiency_form: EfficiencyForm = DEFAULT_EFFICIENCY_FORM
     meas: np.ndarray = field(init=False)
     pred: np.ndarray = field(init=False)
     lo: np.ndarray = field(init=False)
@@ -590,6 +498,8 @@ def evaluate_measured(
     simulate: SimulateRow | None = None,
     load_arch: Callable[[str], Any] | None = None,
     progress: Callable[[str], None] | None = None,
+    launch: LaunchForm = DEFAULT_LAUNCH,
+    efficiency_form: EfficiencyForm = DEFAULT_EFFICIENCY_FORM,
 ) -> MeasuredValidation:
     """Simulate, calibrate and judge every row of a measured CSV (module docstring).
 
@@ -597,27 +507,48 @@ def evaluate_measured(
         table: the rows (:func:`read_measured_csv`).
         page_tokens: tokens per paged-KV block of the traces.
         coverage: target coverage of the intervals.
-        simulate: ``(row, arch) -> RowSim`` (default :func:`simulate_row`; tests may pass a
-            stand-in).
+        simulate: ``(row, arch) -> RowSim`` (default :func:`simulate_row` with the row's
+            launch; tests may pass a stand-in).
         load_arch: config name -> config (default :func:`coaccel.sim.gpu_mem.load_arch`).
         progress: called with one line now and then (simulating, fitting).
+        launch: ``library`` (each row launched as its library launches it,
+            :func:`library_launch_kind`) or ``flashdecode`` (the package's rule for every row).
+        efficiency_form: ``single`` (one efficiency per library) or ``regime`` (one per
+            regime and library).
 
     Returns:
         :class:`MeasuredValidation`.
     """
+    if launch not in LAUNCH_FORMS:
+        raise ValueError(f"launch={launch!r}; valid: {', '.join(LAUNCH_FORMS)}")
+    if efficiency_form not in EFFICIENCY_FORMS:
+        raise ValueError(f"efficiency_form={efficiency_form!r}; valid: "
+                         f"{', '.join(EFFICIENCY_FORMS)}")  # fmt: skip
     say = progress or (lambda _m: None)
     if load_arch is None:
         from coaccel.sim.gpu_mem import load_arch as _load
 
         load_arch = _load
-    sim_fn = simulate or (lambda r, a: simulate_row(r, a, page_tokens=page_tokens))
     cfg_of = [gpu_config(r.gpu) or "" for r in table.rows]
+    kind_of = [
+        library_launch_kind(r.library, c) if launch == "library" and c else "flashdecode"
+        for r, c in zip(table.rows, cfg_of, strict=True)
+    ]
+
+    def default_sim(r: MeasuredRow, a: Any, kind: str, cfg: str) -> RowSim:
+        return simulate_row(r, a, page_tokens=page_tokens, kind=kind,
+                            compute_capability=COMPUTE_CAPABILITY.get(cfg, 80))  # fmt: skip
+
+    sim_fn: Callable[[MeasuredRow, Any, str, str], RowSim] = (
+        default_sim if simulate is None else (lambda r, a, _k, _c: simulate(r, a))
+    )
     notes = _skipped_notes(table.rows, cfg_of)
     archs = {c: load_arch(c) for c in sorted({c for c in cfg_of if c})}
     if simulate is None:
         _check_sizes(table, cfg_of, archs)
-    sims = _simulate_rows(table.rows, cfg_of, archs, sim_fn, say)
-    run = _Run(table.rows, cfg_of, sims, coverage, say, notes)
+    notes.extend(_launch_notes(table.rows, cfg_of, kind_of))
+    sims = _simulate_rows(table.rows, cfg_of, kind_of, archs, sim_fn, say)
+    run = _Run(table.rows, cfg_of, sims, coverage, say, notes, efficiency_form)
     todo = [i for i, c in enumerate(cfg_of) if c]
     cal_idx = [i for i in todo if cfg_of[i] not in NEVER_FITTED]
     held_idx = [i for i in todo if cfg_of[i] in NEVER_FITTED]
@@ -642,6 +573,8 @@ def evaluate_measured(
         page_tokens=page_tokens,
         coverage=coverage,
         notes=tuple(notes),
+        launch=launch,
+        efficiency_form=efficiency_form,
     )
 
 
@@ -653,6 +586,27 @@ def _skipped_notes(rows: Sequence[MeasuredRow], cfg_of: Sequence[str]) -> list[s
     n = sum(1 for c in cfg_of if not c)
     return [f"{n} row(s) skipped: no config for GPU {', '.join(repr(g) for g in skipped)} "
             f"(known: {', '.join(sorted(set(GPU_CONFIGS)))})"]  # fmt: skip
+
+
+def _launch_notes(
+    rows: Sequence[MeasuredRow], cfg_of: Sequence[str], kind_of: Sequence[str]
+) -> list[str]:
+    """A note on each library whose held-out rows are launched otherwise than its calibration
+    rows (its kernels on that GPU are not modelled: its fit is applied to another launch)."""
+    fitted: dict[str, set[str]] = {}
+    held: dict[tuple[str, str], set[str]] = {}
+    for r, c, k in zip(rows, cfg_of, kind_of, strict=True):
+        if c and c not in NEVER_FITTED:
+            fitted.setdefault(r.library, set()).add(k)
+        elif c:
+            held.setdefault((r.library, c), set()).add(k)
+    out = []
+    for (lib, c), kinds in sorted(held.items()):
+        if lib in fitted and kinds != fitted[lib]:
+            out.append(f"held-out rows of {lib} on {c}: launch {', '.join(sorted(kinds))} (its "
+                       f"kernels there are not modelled); its fit was made on "
+                       f"{', '.join(sorted(fitted[lib]))}")  # fmt: skip
+    return out
 
 
 def _check_sizes(table: MeasuredTable, cfg_of: Sequence[str], archs: Mapping[str, Any]) -> None:
@@ -670,21 +624,22 @@ def _check_sizes(table: MeasuredTable, cfg_of: Sequence[str], archs: Mapping[str
 def _simulate_rows(
     rows: Sequence[MeasuredRow],
     cfg_of: Sequence[str],
+    kind_of: Sequence[str],
     archs: Mapping[str, Any],
-    sim_fn: SimulateRow,
+    sim_fn: Callable[[MeasuredRow, Any, str, str], RowSim],
     say: Callable[[str], None],
 ) -> list[RowSim | None]:
     """Simulate every row with a config (None for the others), each distinct op once (rows of
-    the same config, dtype and shape share a simulation), reporting every 20 rows."""
+    the same config, launch, dtype and shape share a simulation), reporting every 20 rows."""
     sims: list[RowSim | None] = [None] * len(rows)
     cache: dict[tuple[Any, ...], RowSim] = {}
     todo = [i for i, c in enumerate(cfg_of) if c]
     for k, i in enumerate(todo):
         r = rows[i]
-        key = (cfg_of[i], r.dtype, r.batch, r.n_q_heads, r.n_kv_heads, r.head_dim,
-               r.context_len)  # fmt: skip
+        key = (cfg_of[i], kind_of[i], r.dtype, r.batch, r.n_q_heads, r.n_kv_heads,
+               r.head_dim, r.context_len)  # fmt: skip
         if key not in cache:
-            cache[key] = sim_fn(r, archs[cfg_of[i]])
+            cache[key] = sim_fn(r, archs[cfg_of[i]], kind_of[i], cfg_of[i])
         sims[i] = cache[key]
         if (k + 1) % 20 == 0 or k + 1 == len(todo):
             say(f"simulated {k + 1}/{len(todo)} rows ({len(cache)} distinct ops)")
@@ -746,8 +701,10 @@ def _fit_in_sample(run: _Run, cal_idx: Sequence[int]) -> tuple[Calibration, dict
     crow = [run.rows[i] for i in cal_idx]
     csim = [run.sim(i) for i in cal_idx]
     run.say(f"fitting {len(crow)} calibration rows and their leave-one-out refits")
-    calibration = fit_calibration(crow, csim, [run.cfg_of[i] for i in cal_idx])
-    loo = loo_predictions(crow, csim)
+    form = run.efficiency_form
+    calibration = fit_calibration(crow, csim, [run.cfg_of[i] for i in cal_idx],
+                                  efficiency_form=form)  # fmt: skip
+    loo = loo_predictions(crow, csim, efficiency_form=form)
     run.loo_p[cal_idx] = loo
     scores = np.log(run.meas[cal_idx] / loo)
     regimes = [s.regime for s in csim]
@@ -796,8 +753,9 @@ def _logo_fold(run: _Run, cal_idx: Sequence[int], gpu: str) -> Calibration:
     run.say(f"leave {gpu} out: fitting {len(train)} rows, predicting {len(test)}")
     trow = [run.rows[i] for i in train]
     tsim = [run.sim(i) for i in train]
-    fit = fit_calibration(trow, tsim, [run.cfg_of[i] for i in train])
-    t_loo = loo_predictions(trow, tsim)
+    form = run.efficiency_form
+    fit = fit_calibration(trow, tsim, [run.cfg_of[i] for i in train], efficiency_form=form)
+    t_loo = loo_predictions(trow, tsim, efficiency_form=form)
     t_scores = np.log(run.meas[train] / t_loo)
     t_half = regime_halfwidths([s.regime for s in tsim], t_scores, run.coverage)
     unseen = sorted({run.rows[i].library for i in test} - set(fit.libraries))

@@ -55,13 +55,31 @@ _SHIPPED_CITES = "[AIC-REPO], [VIDUR-REPO] and [CS378-VIDUR]"
 """The sources of the shipped measured CSV's rows (docs/gpu_measured.md §1)."""
 
 
+_LAUNCH_SOURCE = {
+    "library": "[DERIVED] --launch library: each row simulated as its kernel library launches "
+    "it on its GPU ([FA2-REPO], [VLLM-FA], [FA3-REPO], [SGL-KERNEL], [VLLM-REPO], "
+    "[SARATHI-REPO]; docs/gpu_measured.md section 2)",
+    "flashdecode": "[DERIVED] --launch flashdecode: every row simulated with the package's own "
+    "split rule ([OURS], docs/gpu_decode.md)",
+}
+"""Where the ``launch_form`` of a calibration file comes from, per form."""
+
+
 def csv_sha256(path: str | Path) -> str:
     """SHA-256 of a file's bytes, hex."""
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def _fit(p: LibraryParams) -> LibraryFit:
-    return LibraryFit(floor_kcycles=p.floor_kcycles, efficiency=p.efficiency, rows=p.rows)
+def _fit(p: LibraryParams, launch: str) -> LibraryFit:
+    return LibraryFit(floor_kcycles=p.floor_kcycles, efficiency=p.efficiency, rows=p.rows,
+                      efficiency_l2=p.efficiency_l2, launch=launch)  # fmt: skip
+
+
+def _launches(rows: list[Prediction], library: str | None) -> str:
+    """The launch kinds of a library's calibration rows (None: every row), sorted, joined."""
+    kinds = {p.sim.launch for p in rows
+             if p.sim is not None and (library is None or p.row.library == library)}  # fmt: skip
+    return ", ".join(sorted(kinds))
 
 
 def _calibration_rows(v: MeasuredValidation) -> list[Prediction]:
@@ -144,8 +162,9 @@ def _sources(v: MeasuredValidation, shipped: bool) -> dict[str, str]:
             "section 1)" if shipped else "the CSV's timings, each row naming its own source in "
             "the source column")  # fmt: skip
     fit = ("[DERIVED] fitted on the rows of measured_csv: least squares on the relative error "
-           "t / measured - 1 with a non-negative floor and inverse efficiency; a library with "
-           "fewer than 3 rows takes the pooled fit (docs/gpu_measured.md section 2)")  # fmt: skip
+           "t / measured - 1 with a non-negative floor and inverse efficiency (per regime with "
+           "efficiency_form regime); a library with fewer than 3 rows takes the pooled fit "
+           "(docs/gpu_measured.md section 2)")  # fmt: skip
     return {
         "measured_csv": f"[DERIVED] the CSV every figure was fitted on: {rows}",
         "page_tokens": "[DERIVED] --page-tokens of the run (64: the [AIC-REPO] vLLM "
@@ -156,6 +175,9 @@ def _sources(v: MeasuredValidation, shipped: bool) -> dict[str, str]:
         "(Hopper rows are never fitted)",
         "pooled": fit,
         "libraries": fit,
+        "launch_form": _LAUNCH_SOURCE[v.launch],
+        "efficiency_form": "[DERIVED] --efficiency of the run, the form selected on the "
+        "leave-one-out error (docs/gpu_measured.md section 5)",
         "log_half_width.in_fit": f"[DERIVED] split-conformal on the rows of measured_csv: the "
         f"ceil((n + 1) x {v.coverage})-th smallest |log(measured / predicted)| of the "
         "calibration rows' leave-one-out predictions, per regime (docs/gpu_measured.md "
@@ -212,8 +234,12 @@ def derive_calibration(
         graph_gap_us=graph_launch_us() if graph_gap_us is None else graph_gap_us,
         target_coverage=v.coverage,
         fitted_configs=tuple(cal.gpus),
-        pooled=_fit(cal.pooled),
-        libraries=FrozenMap({k: _fit(p) for k, p in sorted(cal.libraries.items())}),
+        pooled=_fit(cal.pooled, _launches(rows, None)),
+        libraries=FrozenMap(
+            {k: _fit(p, _launches(rows, k)) for k, p in sorted(cal.libraries.items())}
+        ),  # fmt: skip
+        launch_form=v.launch,
+        efficiency_form=v.efficiency_form,
         log_half_width=HalfWidths(
             in_fit=RegimeHalfWidths(**{r: v.halfwidths[r] for r in REGIMES}),
             held_out=RegimeHalfWidths(**{r: v.heldout_halfwidths[r] for r in REGIMES}),

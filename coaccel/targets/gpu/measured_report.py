@@ -38,12 +38,15 @@ __all__ = [
 
 PREDICTED_COLUMNS = (
     "predicted_us", "lower_us", "upper_us", "gpu_config", "fit_role", "params", "sim_us",
-    "regime", "logo_predicted_us", "logo_lower_us", "logo_upper_us", "logo_params",
+    "regime", "logo_predicted_us", "logo_lower_us", "logo_upper_us", "logo_params", "launch",
+    "num_splits",
 )  # fmt: skip
 """Columns appended to the input rows: the prediction and its interval (µs), the config and the
 row's role (``calibration``, ``held-out``, ``skipped``), whether its library's own parameters or
-the pooled ones were used, the raw simulated time (µs) and regime (``dram`` / ``l2``), and the
-leave-one-GPU-out prediction, interval and parameters (calibration rows; empty otherwise)."""
+the pooled ones were used, the raw simulated time (µs) and regime (``dram`` / ``l2``), the
+leave-one-GPU-out prediction, interval and parameters (calibration rows; empty otherwise), and
+the launch simulated (:func:`coaccel.targets.gpu.measured.library_launch_kind`) with its split
+count."""
 
 
 def predicted_path(out_dir: str | Path, measured_csv: str | Path) -> Path:
@@ -61,7 +64,8 @@ def _pred_fields(p: Prediction) -> list[str]:
         _num(p.predicted_us), _num(p.lower_us), _num(p.upper_us), p.gpu_config, p.fit_role,
         p.params, _num(sim.sim_us) if sim is not None else "",
         sim.regime if sim is not None else "", _num(p.logo_us), _num(p.logo_lower_us),
-        _num(p.logo_upper_us), p.logo_params,
+        _num(p.logo_upper_us), p.logo_params, sim.launch if sim is not None else "",
+        str(sim.num_splits) if sim is not None else "",
     ]  # fmt: skip
 
 
@@ -136,23 +140,32 @@ def format_measured(v: MeasuredValidation) -> str:
         f"  simulator: analytical tier, warm L2 for the replayed ops where the data fits, the "
         f"CUDA-graph gap between kernels, paged KV of {v.page_tokens} tokens per block"
     )
+    launches = sorted({(p.row.library, p.sim.launch) for p in v.predictions
+                       if p.sim is not None})  # fmt: skip
+    out.append(
+        f"  launch: {v.launch} ("
+        + ", ".join(f"{lib} {kind}" for lib, kind in launches)
+        + f"); efficiency: {v.efficiency_form}"
+    )
     cal = v.calibration
     if cal is not None:
         freqs = sorted({(p.gpu_config, p.sim.freq_mhz) for p in v.predictions
                         if p.sim is not None})  # fmt: skip
         fh = " ".join(f"{'us@' + g:>12}" for g, _ in freqs)
+        per_regime = v.efficiency_form == "regime"
+        eh = f"{'eff. dram':>10} {'eff. l2':>10}" if per_regime else f"{'efficiency':>10}"
         out += [
             "",
             "Fitted per kernel library (t = floor + simulated time / efficiency; floor in "
             "thousands of SM cycles, and in us at each GPU's SM clock):",
-            f"  {'library':<34} {'rows':>5} {'floor kcycles':>14} {fh} {'efficiency':>10}",
+            f"  {'library':<34} {'rows':>5} {'floor kcycles':>14} {fh} {eh}",
         ]
         for lp in [*cal.libraries.values(), cal.pooled]:
             us = " ".join(f"{lp.floor_us(f):>12.2f}" for _, f in freqs)
-            out.append(
-                f"  {lp.library:<34} {lp.rows:>5} {lp.floor_kcycles:>14.2f} {us} "
-                f"{lp.efficiency:>10.3f}"
-            )
+            eff = f"{lp.efficiency:>10.3f}"
+            if per_regime:
+                eff += f" {lp.efficiency_of('l2'):>10.3f}"
+            out.append(f"  {lp.library:<34} {lp.rows:>5} {lp.floor_kcycles:>14.2f} {us} {eff}")
         hw = ", ".join(f"{r} x/÷ {math.exp(q):.3f}" for r, q in v.halfwidths.items())
         out.append(f"  {pct} % intervals (split-conformal, leave-one-out scores by regime): {hw}")
         if v.heldout_halfwidths:
@@ -187,13 +200,15 @@ def measured_doc(v: MeasuredValidation) -> dict[str, Any]:
     if cal is not None:
         params = [
             {"library": p.library, "rows": p.rows, "floor_kcycles": p.floor_kcycles,
-             "efficiency": p.efficiency}
+             "efficiency": p.efficiency, "efficiency_l2": p.efficiency_l2}
             for p in [*cal.libraries.values(), cal.pooled]
         ]  # fmt: skip
     return {
         "measured_csv": str(v.table.path),
         "rows": len(v.predictions),
         "page_tokens": v.page_tokens,
+        "launch": v.launch,
+        "efficiency_form": v.efficiency_form,
         "coverage_target": v.coverage,
         "params": params,
         "halfwidths_log": {r: _finite(q) for r, q in v.halfwidths.items()},

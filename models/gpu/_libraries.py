@@ -1,0 +1,338 @@
+"""Launch plans of decode attention as public kernel libraries launch it.
+
+The package's own split rule (:func:`~._splitk.choose_num_splits`, [OURS]) picks enough CTAs to
+fill the SMs once. The libraries whose timings ``coaccel validate gpu --measured`` fits launch
+something else, and the difference is what their measured times show (docs/gpu_measured.md §4).
+This module re-expresses, from the libraries' public sources, what each one launches for one
+decode step (one query token per sequence, no causal mask, no sliding window, no dropout):
+
+* **FlashAttention-2, split-KV kernel** ([FA2-REPO] ``csrc/flash_attn/flash_api.cpp``,
+  ``src/flash_fwd_launch_template.h``, ``src/flash_fwd_kernel.h``; the vLLM fork [VLLM-FA] the
+  same files). With more query than KV heads the G query heads of a KV head are moved into the
+  query-length axis ("seqlenq_ngroups_swapped"), so one CTA of ``kBlockM = 64`` rows serves a
+  (split, sequence, KV head); ``kBlockN`` is 256 tokens for head dimensions up to 64, 128 up to
+  128, else 64; 4 warps. The split count is :func:`fa2_num_splits` over twice the SM count (the
+  source's stand-in for 128-thread CTAs). Two entry points differ in when they split:
+  ``mha_varlen_fwd`` (vLLM's ``flash_attn_varlen_func``) splits only in the swapped (GQA) case
+  and otherwise runs the split kernel with one split; ``mha_fwd_kvcache`` (sarathi's
+  ``flash_attn_with_kvcache``) always applies the heuristic. With more than one split a combine
+  kernel follows: one 128-thread CTA per ``4`` rows of ``batch x heads x query rows`` (8 when
+  the head dimension is a multiple of 64 only, else 16), which walks the splits one after the
+  other, each iteration loading that split's ``rows x D`` float32 partials and accumulating
+  them before the next load ([OURS] reading of ``combine_attn_seqk_parallel``: a loop with a
+  run-time bound whose body consumes its load, so each split costs one load latency).
+* **FlashAttention-3 built for Ampere/Ada** ([FA3-REPO] ``hopper/``: ``heuristics.h``,
+  ``tile_size.h``, ``flash_api.cpp``, ``flash_prepare_scheduler.cu``), which SGLang's
+  ``flash_attention`` backend runs on sm80/sm86/sm89 through sgl-kernel ([SGL-KERNEL]). The G
+  query heads of a KV head are always packed into one ``kBlockM = 128``-row tile (PackGQA);
+  the tile (:func:`fa3_sm8x_tile`) depends on whether the launch splits. A varlen call (SGLang
+  passes the sequence lengths per sequence) splits dynamically: :func:`fa3_num_splits` with
+  the batch taken as 1 gives an upper bound, and a small scheduling kernel then gives each
+  sequence :func:`fa3_dynamic_num_splits`. Its combine kernel loads all splits of its rows
+  through a multistage pipeline, so it is modelled by the package's row-parallel reduction.
+
+:func:`plan_library_launch` returns the :class:`LibraryLaunch` (the split kernel's
+:class:`~._splitk.SplitPlan` and the combine kernel's form) of a :data:`LaunchKind`;
+``"flashdecode"`` is the package's own rule. Not modelled: FlashAttention-3's Hopper kernels
+(TMA, warp specialisation), TensorRT-LLM's decode kernels (XQA, masked MHA with multi-block
+mode) and the libraries' kernel-side KV append and prologue kernels (a fixed cost per op, which
+the calibration's floor carries).
+
+Public: :data:`LAUNCH_KINDS`, :data:`LaunchKind`, :func:`fa2_num_splits`,
+:func:`fa3_num_splits`, :func:`fa3_dynamic_num_splits`, :func:`fa3_sm8x_tile`,
+:class:`LibraryLaunch`, :func:`plan_library_launch`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+import numpy as np
+
+from ._splitk import DecodeShape, SplitPlan, plan_split_k
+from ._trace import CombineKind
+
+__all__ = [
+    "LAUNCH_KINDS",
+    "LaunchKind",
+    "LibraryLaunch",
+    "fa2_num_splits",
+    "fa3_dynamic_num_splits",
+    "fa3_num_splits",
+    "fa3_sm8x_tile",
+    "plan_library_launch",
+]
+
+LaunchKind = Literal["flashdecode", "fa2_varlen", "fa2_kvcache", "fa3_sm8x"]
+LAUNCH_KINDS: tuple[LaunchKind, ...] = get_args(LaunchKind)
+"""The launch plans: the package's rule and the libraries' (module docstring)."""
+
+MAX_SPLITS = 128
+"""The cap both FlashAttention heuristics take ([FA2-REPO], [FA3-REPO]: ``max_splits`` 128)."""
+
+FA2_BLOCK_M = 64
+"""Rows of the FlashAttention-2 split-KV kernel's query tile ([FA2-REPO]
+``run_mha_fwd_splitkv_dispatch``: kBlockM 64 for every head dimension)."""
+
+FA2_THREADS = 128
+"""Threads of a FlashAttention-2 split-KV CTA ([FA2-REPO]: 4 warps)."""
+
+_FA3_SPLIT_MARGIN = np.float32(1.1)
+"""The 10 % margin of FlashAttention-3's per-sequence split rule ([FA3-REPO]
+``flash_prepare_scheduler.cu``), a float32 constant as in the source."""
+
+
+def fa2_num_splits(
+    batch_nheads_mblocks: int, num_sms: int, num_n_blocks: int, max_splits: int = MAX_SPLITS
+) -> int:
+    """FlashAttention-2's split count (``num_splits_heuristic``, [FA2-REPO] ``flash_api.cpp``).
+
+    One split when the CTAs without splitting almost fill the GPU (at least 0.8 x
+    ``num_sms``). Otherwise, over ``s = 1 .. min(max_splits, num_sms, num_n_blocks)``, the
+    wave efficiency ``w / ceil(w)`` of ``w = batch_nheads_mblocks x s / num_sms`` waves, with
+    ``s`` counted only when it changes the tiles per split (``ceil(n / s) != ceil(n / (s - 1))``;
+    others score 0); the smallest counted ``s`` within 85 % of the best efficiency. The
+    efficiencies are float32, as in the source.
+
+    Args:
+        batch_nheads_mblocks: CTAs of one split (batch x heads x query tiles).
+        num_sms: the SM count the rule is given (the library passes twice the GPU's).
+        num_n_blocks: K/V tiles of one sequence. max_splits: cap.
+
+    Returns:
+        The split count (>= 1).
+    """
+    if min(batch_nheads_mblocks, num_sms, num_n_blocks, max_splits) < 1:
+        raise ValueError("fa2_num_splits: every argument must be >= 1")
+    if batch_nheads_mblocks >= np.float32(0.8) * np.float32(num_sms):
+        return 1
+    top = min(max_splits, num_sms, num_n_blocks)
+
+    def eligible(s: int) -> bool:
+        return s == 1 or -(-num_n_blocks // s) != -(-num_n_blocks // (s - 1))
+
+    ok = np.array([eligible(s) for s in range(1, top + 1)])
+    eff = np.where(ok, _wave_efficiency(batch_nheads_mblocks, num_sms, top), np.float32(0))
+    hit = np.flatnonzero(ok & _within_85(eff))
+    return int(hit[0]) + 1 if hit.size else 1
+
+
+def _wave_efficiency(ctas_per_split: int, num_sms: int, top: int) -> np.ndarray:
+    """``w / ceil(w)`` of ``w = ctas_per_split x s / num_sms`` waves for ``s = 1 .. top``: the
+    waves in float32 (``float(a * s) / n`` in the sources), the ratio stored as float32."""
+    waves = np.arange(1, top + 1, dtype=np.float64) * ctas_per_split
+    waves = waves.astype(np.float32) / np.float32(num_sms)
+    w64 = waves.astype(np.float64)
+    return (w64 / np.ceil(w64)).astype(np.float32)
+
+
+def _within_85(eff: np.ndarray) -> np.ndarray:
+    """``eff >= 0.85 * max(eff)`` with the float32 efficiencies widened to double, as the
+    sources compare them with the double constant 0.85."""
+    e = eff.astype(np.float64)
+    return e >= 0.85 * e.max()
+
+
+def fa3_num_splits(
+    total_mblocks: int,
+    num_sms: int,
+    num_n_blocks: int,
+    num_m_blocks: int,
+    size_one_kv_head_bytes: int,
+    *,
+    max_splits: int = MAX_SPLITS,
+    causal_or_local: bool = False,
+) -> int:
+    """FlashAttention-3's static split count (``num_splits_heuristic``, [FA3-REPO]
+    ``hopper/heuristics.h``).
+
+    When the CTAs without splitting almost fill the GPU (at least 0.8 x ``num_sms``): one
+    split, unless one KV head is larger than 50 MiB and there are at least ``2 x num_sms``
+    query tiles (and no causal or local mask), then ``ceil(size / 50 MiB)``. Otherwise one
+    split for at most 4 K/V tiles; else, over ``s = 1 .. min(max_splits, num_sms,
+    num_n_blocks)``, the smallest ``s`` whose wave efficiency ``w / ceil(w)`` (``w =
+    total_mblocks x s / num_sms``) is within 85 % of the best (float32, as in the source).
+
+    Args:
+        total_mblocks: CTAs of one split. num_sms: SMs. num_n_blocks: K/V tiles of a sequence.
+        num_m_blocks: query tiles of a sequence and head. size_one_kv_head_bytes: K and V
+            bytes of one KV head of one sequence. max_splits: cap.
+        causal_or_local: a causal or local mask (never split past the L2 rule).
+
+    Returns:
+        The split count (>= 1).
+    """
+    if min(total_mblocks, num_sms, num_n_blocks, num_m_blocks, max_splits) < 1:
+        raise ValueError("fa3_num_splits: counts must be >= 1")
+    if total_mblocks >= np.float32(0.8) * np.float32(num_sms):
+        size_l2 = 50 * 1024 * 1024
+        if size_one_kv_head_bytes > size_l2 and num_m_blocks >= 2 * num_sms and not causal_or_local:
+            return min(-(-size_one_kv_head_bytes // size_l2), max_splits)
+        return 1
+    if num_n_blocks <= 4:
+        return 1
+    top = min(max_splits, num_sms, num_n_blocks)
+    ok = np.flatnonzero(_within_85(_wave_efficiency(total_mblocks, num_sms, top)))
+    return int(ok[0]) + 1 if ok.size else 1
+
+
+def fa3_dynamic_num_splits(
+    num_n_blocks: int, total_blocks: int, num_heads: int, num_sms: int, num_splits_static: int
+) -> int:
+    """FlashAttention-3's split count of one sequence in a varlen call ([FA3-REPO]
+    ``flash_prepare_scheduler.cu``, ``prepare_varlen_num_blocks_kernel``).
+
+    ``blocks_per_sm = ceil(total_blocks x 1.1 x num_heads / num_sms)`` (float32), then
+    ``max(min(ceil(num_n_blocks / blocks_per_sm), num_splits_static), 1)``.
+
+    Args:
+        num_n_blocks: K/V tiles of this sequence. total_blocks: query tiles x K/V tiles summed
+            over the batch. num_heads: heads of the grid (KV heads when the query heads are
+            packed). num_sms: SMs. num_splits_static: :func:`fa3_num_splits`'s bound.
+
+    Returns:
+        The sequence's split count (>= 1).
+    """
+    bps = int(np.ceil(np.float32(total_blocks) * _FA3_SPLIT_MARGIN * np.float32(num_heads)
+                      / np.float32(num_sms)))  # fmt: skip
+    if bps < 1:
+        return 1
+    return max(min(-(-num_n_blocks // bps), num_splits_static), 1)
+
+
+def fa3_sm8x_tile(
+    head_dim: int, *, sm86_or_89: bool, varlen_and_split: bool
+) -> tuple[int, int, int, int]:
+    """FlashAttention-3's Ampere/Ada tile for 2-byte elements without causal or local mask,
+    on a paged cache without appended KV ([FA3-REPO] ``hopper/tile_size.h``,
+    ``tile_size_fwd_sm8x``).
+
+    Args:
+        head_dim: D (rounded up by the library to 64, 96, 128, 192 or 256).
+        sm86_or_89: compute capability 8.6 or 8.9 (less shared memory than 8.0).
+        varlen_and_split: a varlen call that splits.
+
+    Returns:
+        ``(kBlockM, kBlockN, warps, stages)``.
+    """
+    if head_dim <= 64:
+        return 128, 80 if varlen_and_split else 112, 4, 1
+    if head_dim <= 96:
+        return 128, 48 if varlen_and_split else 64, 4, 1
+    if head_dim <= 128:
+        wide = sm86_or_89 or varlen_and_split
+        return 128, (112 if varlen_and_split else 128) if wide else 64, 8 if wide else 4, 1
+    if head_dim <= 192:
+        return 128, 64, 8, 1 if sm86_or_89 else 2
+    if sm86_or_89:
+        return 128, 48 if varlen_and_split else 64, 8, 1
+    return 128, 64 if varlen_and_split else 96, 8, 1
+
+
+@dataclass(frozen=True)
+class LibraryLaunch:
+    """What a library launches for one decode step.
+
+    Attributes:
+        kind: the :data:`LaunchKind`.
+        plan: the split kernel (splits, tile, CTA size; ``mma_m`` the query tile's rows).
+        combine: the kernel that merges the partials (:data:`~._trace.CombineKind`: ``rows``
+            the package's row-parallel reduction, ``serial`` FlashAttention-2's combine,
+            ``none`` none).
+        combine_rows_per_cta: query rows per combine CTA (``serial``; 1 otherwise).
+        static_splits: the split count the library's heuristic returned before any per-sequence
+            rule (equal to ``plan.num_splits`` but for ``fa3_sm8x``).
+    """
+
+    kind: LaunchKind
+    plan: SplitPlan
+    combine: CombineKind
+    combine_rows_per_cta: int = 1
+    static_splits: int = 1
+
+
+def _plan(
+    shape: DecodeShape, block_n: int, num_splits: int, mma_m: int, threads: int, n_stages: int
+) -> SplitPlan:
+    """A :class:`SplitPlan` of ``num_splits`` splits of whole ``block_n`` tiles (a tile the
+    package's own rule does not use, e.g. 112, is allowed here)."""
+    t = shape.context
+    per_split = -(-t // num_splits)
+    split_tokens = -(-per_split // block_n) * block_n
+    return SplitPlan(shape=shape, block_n=block_n, num_splits=-(-t // split_tokens),
+                     split_tokens=split_tokens, n_stages=n_stages, mma_m=mma_m,
+                     threads_per_cta=threads)  # fmt: skip
+
+
+def _fa2(shape: DecodeShape, n_sms: int, *, varlen: bool) -> LibraryLaunch:
+    d, g = shape.head_dim, shape.group
+    block_n = 256 if d <= 64 else 128 if d <= 128 else 64
+    swapped = g > 1
+    rows = g if swapped else 1
+    m_blocks = -(-rows // FA2_BLOCK_M)
+    n_blocks = -(-shape.context // block_n)
+    if varlen and not swapped:
+        splits = 1
+    else:
+        # the grid's heads: KV heads when swapped, else query heads (= KV heads for G = 1)
+        splits = fa2_num_splits(shape.batch * shape.kv_heads * m_blocks, 2 * n_sms, n_blocks)
+    plan = _plan(shape, block_n, splits, FA2_BLOCK_M * m_blocks, FA2_THREADS, 1)
+    if plan.num_splits == 1:
+        return LibraryLaunch("fa2_varlen" if varlen else "fa2_kvcache", plan, "none", 1, splits)
+    rows_per_cta = 4 if d % 128 == 0 else 8 if d % 64 == 0 else 16
+    return LibraryLaunch("fa2_varlen" if varlen else "fa2_kvcache", plan, "serial",
+                         rows_per_cta, splits)  # fmt: skip
+
+
+def _fa3_sm8x(shape: DecodeShape, n_sms: int, *, sm86_or_89: bool) -> LibraryLaunch:
+    d, g = shape.head_dim, shape.group
+    bm_h, bn_h, _, _ = fa3_sm8x_tile(d, sm86_or_89=sm86_or_89, varlen_and_split=True)
+    m_blocks = -(-g // bm_h)
+    size_one_kv_head = shape.context * 2 * d * 2
+    static = fa3_num_splits(shape.kv_heads * m_blocks, n_sms, -(-shape.context // bn_h),
+                            m_blocks, size_one_kv_head)  # fmt: skip
+    bm, bn, warps, stages = fa3_sm8x_tile(d, sm86_or_89=sm86_or_89, varlen_and_split=static > 1)
+    m_blocks = -(-g // bm)
+    n_blocks = -(-shape.context // bn)
+    splits = 1
+    if static > 1:
+        total = shape.batch * m_blocks * n_blocks
+        splits = fa3_dynamic_num_splits(n_blocks, total, shape.kv_heads, n_sms, static)
+    plan = _plan(shape, bn, splits, bm * m_blocks, 32 * warps, stages)
+    return LibraryLaunch("fa3_sm8x", plan, "rows" if plan.num_splits > 1 else "none", 1, static)
+
+
+def plan_library_launch(
+    shape: DecodeShape,
+    kind: LaunchKind,
+    *,
+    n_sms: int,
+    compute_capability: int = 80,
+    block_n: int = 128,
+) -> LibraryLaunch:
+    """The launch of one decode step by a library (module docstring).
+
+    Args:
+        shape: the decode geometry.
+        kind: the :data:`LaunchKind`.
+        n_sms: SMs of the GPU.
+        compute_capability: major x 10 + minor (80 A100, 89 L40S); ``fa3_sm8x`` needs 80..89.
+        block_n: the tile of ``"flashdecode"`` (the libraries fix their own).
+
+    Returns:
+        :class:`LibraryLaunch`.
+
+    Raises:
+        ValueError: an unknown kind, or ``fa3_sm8x`` outside compute capability 8.x.
+    """
+    if kind == "flashdecode":
+        plan = plan_split_k(shape, block_n=block_n, n_sms=n_sms)
+        return LibraryLaunch(kind, plan, "rows", 1, plan.num_splits)
+    if kind in ("fa2_varlen", "fa2_kvcache"):
+        return _fa2(shape, n_sms, varlen=kind == "fa2_varlen")
+    if kind == "fa3_sm8x":
+        if not 80 <= compute_capability < 90:
+            raise ValueError(f"fa3_sm8x: compute capability {compute_capability} is not 8.x")
+        return _fa3_sm8x(shape, n_sms, sm86_or_89=compute_capability in (86, 89))
+    raise ValueError(f"launch kind {kind!r}; valid: {', '.join(LAUNCH_KINDS)}")

@@ -1,0 +1,220 @@
+"""What public kernel libraries launch for a decode step (coaccel.models.gpu._libraries):
+FlashAttention-2's and FlashAttention-3's split heuristics against cases worked by hand from
+their definitions ([FA2-REPO] ``num_splits_heuristic``, [FA3-REPO] ``heuristics.h`` and
+``flash_prepare_scheduler.cu``), FlashAttention-3's Ampere/Ada tile table, the launch plans,
+FlashAttention-2's serial combine in the trace and the simulator, and which library launches
+what (coaccel.targets.gpu.measured)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from coaccel.models.gpu import (
+    DecodeShape,
+    fa2_num_splits,
+    fa3_dynamic_num_splits,
+    fa3_num_splits,
+    fa3_sm8x_tile,
+    plan_library_launch,
+    split_k_trace,
+)
+from coaccel.sim.gpu_mem import load_arch, simulate
+from coaccel.targets.gpu import measured as mm
+
+# -- FlashAttention-2 --------------------------------------------------------------------------
+
+
+def test_fa2_fills_the_gpu_without_splitting() -> None:
+    # 64 sequences x 8 KV heads = 512 CTAs >= 0.8 x 216: one split
+    assert fa2_num_splits(512, 216, 2) == 1
+    assert fa2_num_splits(173, 216, 1000) == 1  # 173 >= 172.8
+    assert fa2_num_splits(172, 216, 1000) > 1
+
+
+@pytest.mark.parametrize(
+    ("ctas", "n_blocks", "want"),
+    [
+        # one (sequence, KV head), 16K tokens in 128 tiles, 2 x 108 SMs: efficiency s / 216,
+        # best 128 / 216 = 0.593 at s = 128; 85 % of it needs s >= 109, and from 64 to 127
+        # splits every split holds two tiles (only s = 64 is counted), so s = 128
+        (1, 128, 128),
+        # 1024 tiles: s = 109 .. 113 give ceil(1024 / s) = 10 like s - 1 (not counted); 114
+        # gives 9: the first counted s at or above 108.8
+        (1, 1024, 114),
+        # 4 CTAs per split: 43 splits fill 172 / 216 = 0.796 of a wave, the best (128 splits:
+        # 2.37 waves, 0.790); 85 % is 0.677 and no counted s below 43 reaches it
+        (4, 128, 43),
+        # 4K tokens (32 tiles): only 32 reaches 85 % of 32 / 216
+        (1, 32, 32),
+    ],
+)
+def test_fa2_hand_worked_cases(ctas: int, n_blocks: int, want: int) -> None:
+    assert fa2_num_splits(ctas, 216, n_blocks) == want
+
+
+def test_fa2_skips_split_counts_that_do_not_change_the_tiles() -> None:
+    # 10 CTAs per split, 100 SMs, 64 tiles: 9 splits would fill 0.9 of a wave but hold
+    # ceil(64 / 9) = 8 tiles each, like 8 splits, so 9 is not counted; 10 (7 tiles) is
+    assert fa2_num_splits(10, 100, 64) == 10
+    # without that rule the answer would be 9: the first s with 10 s / 100 >= 0.85
+    assert math.ceil(64 / 9) == math.ceil(64 / 8)
+
+
+def test_fa2_launch_plans() -> None:
+    # vLLM's varlen call splits only when the query heads are swapped in (GQA)
+    mha = plan_library_launch(DecodeShape(1, 16384, 32, 32), "fa2_varlen", n_sms=108)
+    assert (mha.plan.num_splits, mha.combine) == (1, "none")
+    kv = plan_library_launch(DecodeShape(1, 16384, 32, 32), "fa2_kvcache", n_sms=108)
+    assert kv.plan.num_splits == fa2_num_splits(32, 216, 128) > 1
+    gqa = plan_library_launch(DecodeShape(1, 16384, 8, 1), "fa2_varlen", n_sms=108)
+    p = gqa.plan
+    assert (p.num_splits, p.block_n, p.mma_m, p.threads_per_cta) == (128, 128, 64, 128)
+    assert (gqa.combine, gqa.combine_rows_per_cta) == ("serial", 4)
+    assert p.smem_bytes_per_cta == 64 * 128 * 2 + 2 * 128 * 128 * 2  # Q, K and V tiles
+    # head dimension 64: 256-token tiles; 256: 64-token tiles
+    assert plan_library_launch(DecodeShape(1, 4096, 8, 1, 64), "fa2_varlen",
+                               n_sms=108).plan.block_n == 256  # fmt: skip
+    assert plan_library_launch(DecodeShape(1, 4096, 8, 1, 256), "fa2_varlen",
+                               n_sms=108).plan.block_n == 64  # fmt: skip
+
+
+def test_fa2_serial_combine_trace_and_time() -> None:
+    """The combine CTA loads one split after the other: its time is a chain of ``splits``
+    L2-latency loads (the partials were just written), not its bytes."""
+    arch = load_arch("a100_80g")
+    launch = plan_library_launch(DecodeShape(1, 16384, 8, 1), "fa2_varlen", n_sms=108)
+    ns = launch.plan.num_splits
+    tr = split_k_trace(launch.plan, combine="serial", combine_rows_per_cta=4)
+    res = simulate(arch, tr)
+    assert [k.name for k in res.kernels] == ["flash_decode_split", "flash_decode_combine"]
+    mem = tr.memory[tr.memory["kernel"] == 1]
+    reads = mem[mem["rw"] == 0]  # 0: read
+    assert reads.size == 2 * (1 + ns)  # 8 rows / 4 per CTA = 2 CTAs: (m, l), then each split
+    for cta in (0, 1):
+        r = reads[reads["cta"] == cta]
+        assert np.array_equal(r["dep"][1:], r["seq"][:-1])  # each load waits for the one before
+    comb = res.kernels[1]
+    f = arch.sm.freq_mhz * 1e6
+    assert comb.bound == "chain"
+    assert ns * arch.l2.near_latency_cycles / f <= comb.standalone_s
+    assert comb.standalone_s <= (ns + 1) * arch.l2.far_latency_cycles / f
+    # the package's reduction of the same partials loads every split at once
+    rows = simulate(arch, split_k_trace(launch.plan))
+    assert rows.kernels[1].standalone_s < comb.standalone_s / 10
+
+
+def test_one_split_launches_no_combine() -> None:
+    launch = plan_library_launch(DecodeShape(64, 256, 32, 8), "fa2_varlen", n_sms=108)
+    assert launch.plan.num_splits == 1 and launch.combine == "none"
+    tr = split_k_trace(launch.plan, combine="none")
+    assert set(tr.memory["kernel"].tolist()) == {0}
+    assert [k.name for k in simulate(load_arch("a100_80g"), tr).kernels] == ["flash_decode_split"]
+    with pytest.raises(ValueError, match="combine='none' needs one split"):
+        split_k_trace(plan_library_launch(DecodeShape(1, 16384, 8, 1), "fa2_varlen",
+                                          n_sms=108).plan, combine="none")  # fmt: skip
+
+
+# -- FlashAttention-3 --------------------------------------------------------------------------
+
+
+def test_fa3_static_hand_worked_cases() -> None:
+    # 8 KV heads (batch taken as 1), 37 tiles of 112 tokens (4096), 108 SMs: 8 s / 108 reaches
+    # a full wave at s = 27 (efficiency 1); 85 % first at s = 12 (96 / 108 = 0.889; 11: 0.815)
+    assert fa3_num_splits(8, 108, 37, 1, 4096 * 256 * 2) == 12
+    assert fa3_num_splits(8, 108, 4, 1, 448 * 256 * 2) == 1  # at most 4 tiles: never split
+    # enough CTAs: one split, unless a KV head exceeds 50 MiB and there are 2 x SMs query tiles
+    mib = 1 << 20
+    assert fa3_num_splits(100, 108, 1000, 1, 120 * mib) == 1
+    assert fa3_num_splits(100, 108, 1000, 216, 120 * mib) == 3
+    assert fa3_num_splits(100, 108, 1000, 216, 120 * mib, causal_or_local=True) == 1
+
+
+@pytest.mark.parametrize(
+    ("batch", "want"),
+    [
+        # 16 x 37 = 592 tiles: ceil(592 x 1.1 x 8 / 108) = 49 per SM > 37 tiles: no split
+        (16, 1),
+        # 4 x 37 = 148: ceil(12.06) = 13 per SM, ceil(37 / 13) = 3
+        (4, 3),
+        # 37: ceil(3.01) = 4 per SM, ceil(37 / 4) = 10 (under the static bound 12)
+        (1, 10),
+    ],
+)
+def test_fa3_dynamic_hand_worked_cases(batch: int, want: int) -> None:
+    assert fa3_dynamic_num_splits(37, batch * 37, 8, 108, 12) == want
+
+
+def test_fa3_dynamic_is_bounded_by_the_static_count() -> None:
+    assert fa3_dynamic_num_splits(1000, 1000, 1, 108, 7) == 7
+    assert fa3_dynamic_num_splits(1, 10**6, 64, 108, 12) == 1
+
+
+def test_fa3_sm8x_tile_table() -> None:
+    assert fa3_sm8x_tile(128, sm86_or_89=False, varlen_and_split=True) == (128, 112, 8, 1)
+    assert fa3_sm8x_tile(128, sm86_or_89=False, varlen_and_split=False) == (128, 64, 4, 1)
+    assert fa3_sm8x_tile(128, sm86_or_89=True, varlen_and_split=False) == (128, 128, 8, 1)
+    assert fa3_sm8x_tile(64, sm86_or_89=False, varlen_and_split=True) == (128, 80, 4, 1)
+    assert fa3_sm8x_tile(192, sm86_or_89=False, varlen_and_split=False) == (128, 64, 8, 2)
+    assert fa3_sm8x_tile(256, sm86_or_89=True, varlen_and_split=True) == (128, 48, 8, 1)
+    assert fa3_sm8x_tile(256, sm86_or_89=False, varlen_and_split=False) == (128, 96, 8, 1)
+
+
+def test_fa3_sm8x_launch_plans() -> None:
+    a100 = load_arch("a100_80g")
+    # the split template (static bound 12 > 1) with one split per sequence: 128-row query
+    # tiles of 8 warps on 112-token K/V tiles, 88 KiB of shared memory: one CTA per A100 SM,
+    # so 128 CTAs take two waves
+    one = plan_library_launch(DecodeShape(16, 4096, 32, 8), "fa3_sm8x", n_sms=108)
+    p = one.plan
+    assert (one.static_splits, p.num_splits, one.combine) == (12, 1, "none")
+    assert (p.block_n, p.mma_m, p.threads_per_cta, p.n_ctas) == (112, 128, 256, 128)
+    assert p.smem_bytes_per_cta == 128 * 128 * 2 + 2 * 112 * 128 * 2
+    k = simulate(a100, split_k_trace(p, combine="none")).kernels[0]
+    assert (k.resident_ctas_per_sm, k.waves) == (1, 2)
+    few = plan_library_launch(DecodeShape(4, 4096, 32, 8), "fa3_sm8x", n_sms=108)
+    assert (few.plan.num_splits, few.combine, few.plan.n_ctas) == (3, "rows", 96)
+    # 256 tokens: at most 4 tiles, no split: the 4-warp tile of 64 tokens
+    small = plan_library_launch(DecodeShape(1, 256, 32, 8), "fa3_sm8x", n_sms=108)
+    assert (small.static_splits, small.plan.block_n, small.plan.threads_per_cta) == (1, 64, 128)
+    with pytest.raises(ValueError, match="compute capability 90 is not 8.x"):
+        plan_library_launch(DecodeShape(1, 256), "fa3_sm8x", n_sms=132, compute_capability=90)
+    with pytest.raises(ValueError, match="launch kind 'xqa'; valid: flashdecode, fa2_varlen"):
+        plan_library_launch(DecodeShape(1, 256), "xqa", n_sms=108)  # type: ignore[arg-type]
+
+
+# -- which library launches what ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("library", "config", "kind"),
+    [
+        ("vllm-0.14.0:vllm_flash_attn", "a100_80g", "fa2_varlen"),
+        ("vllm-0.14.0:vllm_flash_attn", "h200", "flashdecode"),  # FlashAttention-3: not modelled
+        ("sglang-0.5.10:flash_attention", "a100_80g", "fa3_sm8x"),
+        ("sglang-0.5.10:flash_attention", "l40s", "fa3_sm8x"),
+        ("sglang-0.5.10:flash_attention", "h100_sxm", "flashdecode"),
+        ("vidur-sarathi-flash_attention", "a100_80g", "fa2_kvcache"),
+        ("trtllm-1.3.0rc20:torch_flow", "l40s", "flashdecode"),
+        ("flashinfer", "a100_80g", "flashdecode"),
+    ],
+)
+def test_library_launch_kind(library: str, config: str, kind: str) -> None:
+    assert mm.library_launch_kind(library, config) == kind
+
+
+def test_measured_rows_are_simulated_as_their_library_launches() -> None:
+    row = mm.MeasuredRow(line=2, fields=(), gpu="A100-SXM4-80GB",
+                         kernel="vllm-0.14.0:vllm_flash_attn", dtype="bf16", batch=1,
+                         n_q_heads=8, n_kv_heads=1, head_dim=128, context_len=16384,
+                         measured_us=1.0)  # fmt: skip
+    arch = load_arch("a100_80g")
+    lib = mm.simulate_row(row, arch, kind="fa2_varlen")
+    own = mm.simulate_row(row, arch)
+    assert (lib.launch, lib.num_splits, own.launch) == ("fa2_varlen", 128, "flashdecode")
+    # the package's rule asks for 108 splits of whole 128-token tiles: 64 of 2 tiles
+    assert own.num_splits == 64
+    # 128 splits merged one after the other: the library's op takes longer
+    assert lib.sim_us > own.sim_us + 10
