@@ -110,11 +110,20 @@ def iter_combinations(spec: SweepSpec, source: str = "<spec>") -> Iterator[dict[
     """:func:`combinations`, one at a time (a grid is never held whole)."""
     values = spec.values()
     names = list(values)
+    for row in _index_rows(spec, values, source):
+        yield {n: values[n][i] for n, i in zip(names, row, strict=True)}
+
+
+def _index_rows(
+    spec: SweepSpec, values: Mapping[str, Sequence[Any]], source: str
+) -> Iterator[tuple[int, ...]]:
+    """The combinations :func:`combinations` picks, as the index of each parameter's value."""
+    names = list(values)
+    sizes = [len(values[n]) for n in names]
     st = spec.strategy
     if st.kind in ("grid", "nsga2"):
-        yield from _grid(values)
+        yield from itertools.product(*(range(s) for s in sizes))
         return
-    sizes = [len(values[n]) for n in names]
     total = math.prod(sizes)
     samples = int(st.samples or 0)
     rng = np.random.default_rng(st.seed)
@@ -135,15 +144,13 @@ def iter_combinations(spec: SweepSpec, source: str = "<spec>") -> Iterator[dict[
         while len(seen) < samples:
             idx = tuple(int(rng.integers(0, s)) for s in sizes)
             seen.setdefault(idx, None)
-        rows = list(seen)
-    else:
-        cols = []
-        for s in sizes:
-            u = (rng.permutation(samples) + rng.random(samples)) / samples
-            cols.append(np.minimum((u * s).astype(np.int64), s - 1))
-        rows = list(dict.fromkeys(tuple(int(c[i]) for c in cols) for i in range(samples)))
-    for row in rows:
-        yield {n: values[n][i] for n, i in zip(names, row, strict=True)}
+        yield from seen
+        return
+    cols = []
+    for s in sizes:
+        u = (rng.permutation(samples) + rng.random(samples)) / samples
+        cols.append(np.minimum((u * s).astype(np.int64), s - 1))
+    yield from dict.fromkeys(tuple(int(c[i]) for c in cols) for i in range(samples))
 
 
 def _n_values(v: tuple[Any, ...] | ParamRange) -> int:
@@ -312,6 +319,57 @@ def expand(
     Returns:
         Points ordered by combination, then workload.
     """
+    values = spec.values()
+    names = list(values)
+    where = {n: i for i, n in enumerate(names)}
+    if any(n not in where for c in constraints for n in c.names):
+        return _expand_dicts(spec, constraints, digest, source)  # it names what fails
+    cols = [values[n] for n in names]
+    # point_id's text, '{"p":<params>,"s":<digest>,"w":<workload>}' (keys sorted, compact):
+    # each parameter's '"name":value' text made once per value, the rest once per workload
+    order = sorted(range(len(names)), key=names.__getitem__)
+    pieces = [
+        [json.dumps(names[i]) + ":" + _compact(v) for v in cols[i]] for i in order
+    ]  # fmt: skip
+    tails = [
+        (w, ',"s":' + json.dumps(digest) + ',"w":' + json.dumps(w) + "}") for w in spec.workloads
+    ]
+    checks = [
+        (c, tuple(where[n] for n in c.names), {}) for c in constraints
+    ]  # (constraint, the positions it reads, its result by their indices)
+    out = []
+    for idx in _index_rows(spec, values, source):
+        keep = True
+        for c, at, seen in checks:
+            key = tuple([idx[j] for j in at])
+            hit = seen.get(key)
+            if hit is None:
+                hit = c({n: cols[i][idx[i]] for i, n in enumerate(names)})
+                if len(seen) < 65536:
+                    seen[key] = hit
+            if not hit:
+                keep = False
+                break
+        if not keep:
+            continue
+        head = '{"p":{' + ",".join([p[idx[o]] for p, o in zip(pieces, order, strict=True)]) + "}"
+        params = tuple(zip(names, [cols[i][k] for i, k in enumerate(idx)], strict=True))
+        for w, tail in tails:
+            pid = hashlib.sha256((head + tail).encode()).hexdigest()[:32]
+            out.append(Point(pid, w, params))
+    return out
+
+
+def _compact(v: Any) -> str:
+    """``json.dumps(v, sort_keys=True, separators=(",", ":"))``: a value's text in a point id."""
+    return json.dumps(v, sort_keys=True, separators=(",", ":"))
+
+
+def _expand_dicts(
+    spec: SweepSpec, constraints: Sequence[Expr], digest: str, source: str = "<spec>"
+) -> list[Point]:
+    """:func:`expand` one combination dict at a time (a constraint that names something other
+    than a parameter fails here with its own message)."""
     out = []
     ok = _satisfies(constraints)
     # point_id's text, '{"p":<params>,"s":<digest>,"w":<workload>}' (keys sorted), with the

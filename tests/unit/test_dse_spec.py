@@ -233,3 +233,58 @@ def test_constraints_filter_and_ids(tmp_path):
     pt = pts[0]
     assert pt.point_id == point_id(dict(reversed(pt.params)), pt.workload, ls.digest)
     assert point_id(dict(pt.params), pt.workload, "0" * 64) != pt.point_id
+
+
+@pytest.mark.parametrize("strategy", ["grid", "random", "lhs"])
+def test_expansion_equals_its_definition(tmp_path, strategy):
+    """Every point is a combination the strategy picks that satisfies every constraint, in the
+    strategy's order, times the workloads; its id is :func:`point_id` of its parameters (values
+    of several types: ints, floats equal to them, a zero, a list)."""
+    kind = strategy
+    strategy = "{kind: grid}" if kind == "grid" else f"{{kind: {kind}, samples: 40, seed: 3}}"
+    body = f"""\
+    parameters:
+      pe_array.n_pes: [16, 32, 64]
+      buffers.psum.size_kib: [68, 68.0, 136, 272]
+      freq_mhz: {{start: 400, stop: 700, step: 100}}
+      dram.latency_ns: [0.0, 40, 80.5]
+    constraints:
+      - "buffers.psum.size_kib >= pe_array.n_pes * 2"
+      - "freq_mhz * (dram.latency_ns + 1) < 40000"
+    strategy: {strategy}
+    """
+    p = _spec(tmp_path, body)
+    p.write_text(
+        p.read_text().replace(
+            "[llama-3.2-1b:prefill_1024]", "[llama-3.2-1b:prefill_1024, llama-3.2-1b:prefill_512]"
+        )
+    )
+    ls = load_spec(p)
+    want = [
+        (dict(combo), w)
+        for combo in combinations(ls.spec)
+        if all(c(combo) for c in ls.constraints)
+        for w in ls.spec.workloads
+    ]
+    pts = expand(ls.spec, ls.constraints, ls.digest)
+    assert [(dict(pt.params), pt.workload) for pt in pts] == want
+    assert all(type(dict(pt.params)["buffers.psum.size_kib"]) in (int, float) for pt in pts)
+    assert [pt.point_id for pt in pts] == [point_id(c, w, ls.digest) for c, w in want]
+    assert 0 < len(pts) < 2 * 3 * 4 * 4 * 3
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["demo_buffers", "gpu_decode_context_batch_splits", "hbq_format_block_array_psum",
+     "hbq_pe_psum", "hbq_search_space", "hbq_two_stage", "small_test"],
+)  # fmt: skip
+def test_shipped_sweeps_expand_to_their_definition(name):
+    ls = load_spec(arch_configs.path(f"sweeps/{name}.yaml"))
+    want = [
+        (c, w)
+        for c in combinations(ls.spec)
+        if all(e(c) for e in ls.constraints)
+        for w in ls.spec.workloads
+    ]
+    pts = expand(ls.spec, ls.constraints, ls.digest)
+    assert [pt.point_id for pt in pts] == [point_id(c, w, ls.digest) for c, w in want]
