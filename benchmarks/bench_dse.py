@@ -130,21 +130,23 @@ def _driver(spec: Path, tmp: Path, workers: int, *, batch: bool = True,
     name = "dask" if scheduler else f"{'batch' if batch else 'point'}_{workers}_{spec.stem}"
     db = tmp / f"{name}.sqlite"
     db.unlink(missing_ok=True)
-    seen: list[tuple[int, float]] = []
+    seen: list[tuple[int, float, float]] = []
     kwargs = {"scheduler": scheduler} if scheduler else {}
     with contextlib.ExitStack() as stack:
         if not batch:  # the per-point path: as before the batch path existed
             stack.enter_context(_patched(dse_driver, "supports", lambda *_: False))
         c0, k0, t0 = time.process_time(), _cpu_children(), time.perf_counter()
         s = run_sweep(spec, db, workers=workers, max_points=None,
-                      progress=lambda p: seen.append((p.done, p.elapsed_s)), **kwargs)  # fmt: skip
+                      progress=lambda p: seen.append((p.done, p.elapsed_s,
+                                                      time.perf_counter() - t0)),
+                      **kwargs)  # fmt: skip
         wall = time.perf_counter() - t0
         cpu = time.process_time() - c0 + _cpu_children() - k0
     steady = None
     if len(seen) >= 3 and seen[-1][1] > seen[0][1]:
         steady = (seen[-1][0] - seen[0][0]) / (seen[-1][1] - seen[0][1])
     # the first stored batch: the spec, the grid's expansion, the size estimate, the pool
-    startup = seen[0][1] if seen else None
+    startup = seen[0][2] if seen else None
     return {
         "path": "batch" if batch else "per-point",
         "executor": "dask" if scheduler else ("pool" if workers > 1 else "inline"),
