@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import __version__
 from .space import Point
-from .spec import Expr, parse_expr
+from .spec import Expr, loaded_workload, parse_expr
 from .store import Row
 
 __all__ = ["REASON_CHARS", "evaluate_points", "failure_reason", "warm"]
@@ -69,7 +69,7 @@ def _context(base_path: str, mode: str, workload: str) -> tuple[Any, Any, Any]:
         _CONTEXT[key] = (t, t.load_arch(path), {})
     t, base, wls = _CONTEXT[key]
     if workload not in wls:
-        wls[workload] = t.load_workload(workload)
+        wls[workload] = loaded_workload(t, workload)
     return t, base, wls[workload]
 
 

@@ -37,6 +37,7 @@ import itertools
 import json
 import math
 import operator
+import os
 import re
 import typing
 from collections.abc import Callable, Mapping
@@ -659,11 +660,50 @@ def _check_strategy_size(src: str, spec: SweepSpec) -> list[Problem]:
     return []
 
 
+# Per-process cache: (id of a target, workload string) -> (target, loaded workload). The sweep's
+# evaluation (:mod:`.evaluate`) takes its workloads from here, so a workload the spec's check
+# loaded (a trace built, for a GPU) is not built again.
+_WORKLOADS: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+_MAX_WORKLOADS = 64
+
+
+def loaded_workload(t: Any, name: str) -> Any:
+    """``t.load_workload(name)``, once per process (at most 64 kept; errors are not kept; a
+    workload read from a file is loaded again when the file changes).
+
+    Args:
+        t: the target (:class:`~coaccel.spine.target.SimTarget`).
+        name: the workload string.
+
+    Returns:
+        The loaded workload.
+    """
+    key = (id(t), name, _file_stamp(name))
+    hit = _WORKLOADS.get(key)
+    if hit is None or hit[0] is not t:
+        if len(_WORKLOADS) >= _MAX_WORKLOADS:
+            _WORKLOADS.clear()
+        hit = _WORKLOADS[key] = (t, t.load_workload(name))
+    return hit[1]
+
+
+def _file_stamp(name: str) -> tuple[int, int] | None:
+    """Modification time and size of the file a workload string names (the whole string, or
+    the part before its scenario), or None when it names none."""
+    for cand in dict.fromkeys((name, name.split(":", 1)[0])):
+        try:
+            st = os.stat(cand)
+        except (OSError, ValueError):
+            continue
+        return (st.st_mtime_ns, st.st_size)
+    return None
+
+
 def _load_workloads(src: str, spec: SweepSpec, t: Any) -> tuple[dict[str, Any], list[Problem]]:
     workloads, problems = {}, []
     for i, w in enumerate(spec.workloads):
         try:
-            workloads[w] = t.load_workload(w)
+            workloads[w] = loaded_workload(t, w)
         except ConfigError as e:
             problems.append(
                 Problem(src, f"workloads[{i}]", w, e.problems[0].message, e.problems[0].valid)
