@@ -93,6 +93,14 @@ def register_validate(sub: Any) -> None:
         metavar="N",
         help="simulate at most N points of each measured curve (default 24; 0: all)",
     )
+    _add_measured_options(g)
+    add_out(g, DEFAULT_OUT)
+    add_output_flags(g, "print the rows as JSON (one object per row, the CSV's columns)")
+    g.set_defaults(func=run_validate, command="validate gpu")
+
+
+def _add_measured_options(g: Any) -> None:
+    """The options of ``coaccel validate gpu --measured`` (docs/gpu_measured.md)."""
     g.add_argument(
         "--measured",
         type=Path,
@@ -140,9 +148,6 @@ def register_validate(sub: Any) -> None:
         "arch_configs/gpu/measured/decode_attention_calibration.yaml (needs calibration rows "
         "of two GPUs; docs/gpu_measured.md section 7)",
     )
-    add_out(g, DEFAULT_OUT)
-    add_output_flags(g, "print the rows as JSON (one object per row, the CSV's columns)")
-    g.set_defaults(func=run_validate, command="validate gpu")
 
 
 def run_validate(args: argparse.Namespace) -> int:
