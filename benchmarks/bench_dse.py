@@ -20,6 +20,7 @@ per point much less, so both are given):
   and per-point: HBQ-E on a Llama-3-8B 2K-token prefill, the PE x PSUM x ACT grid of
   ``hbq_pe_psum.yaml`` x a clock range; and the W1 FlashDecoding grid of
   ``gpu_decode_context_batch_splits.yaml`` (15 workloads x 3 HBM systems) x an SM-count range
+  x up to 4 kernel launch latencies
   (its per-point run: the shipped 90 points, a full grid would take minutes per point
   thousand; the HBQ per-point run: a grid of ``--per-point-points``). Each run reports its
   wall-clock rate (everything from the spec's loading to the last row stored), its steady
@@ -94,7 +95,10 @@ GPU_GRID_PARAMS = """\
 parameters:
   dram: [dram/hbm2e_a100_80g.yaml, dram/hbm3_h100_sxm.yaml, dram/hbm3e_h200.yaml]
   sm.count: {{start: 16, stop: {stop}, step: 1}}
+  launch_overhead_us: [{launch}]
 """
+GPU_POINTS_PER_LAUNCH = 45 * 117  # 15 workloads x 3 HBM systems x 117 SM counts
+GPU_LAUNCH_US = (4.0, 2.0, 6.0, 8.0)  # the base's 4 us launch latency first
 
 
 def _load() -> str:
@@ -114,13 +118,17 @@ def _hbq_grid(tmp: Path, points: int) -> Path:
 
 
 def _gpu_grid(tmp: Path, points: int) -> Path:
-    """The shipped W1 sweep with the SM count as a range (45 points per SM count)."""
+    """The shipped W1 sweep with the SM count as a range (45 points per SM count) and, past
+    5,265 points, up to 4 kernel launch latencies (21,060 points)."""
     text = arch_configs.path("sweeps/gpu_decode_context_batch_splits.yaml").read_text()
     head, _, tail = text.partition("parameters:")
     rest = tail.split("strategy:", 1)[1]
-    counts = max(1, min(117, points // 45))
+    n_launch = max(1, min(len(GPU_LAUNCH_US), -(-points // GPU_POINTS_PER_LAUNCH)))
+    counts = max(1, min(117, points // (45 * n_launch)))
+    launch = ", ".join(str(x) for x in GPU_LAUNCH_US[:n_launch])
     spec = tmp / f"gpu_grid_{points}.yaml"
-    spec.write_text(head + GPU_GRID_PARAMS.format(stop=16 + counts - 1) + "strategy:" + rest)
+    params = GPU_GRID_PARAMS.format(stop=16 + counts - 1, launch=launch)
+    spec.write_text(head + params + "strategy:" + rest)
     return spec
 
 
@@ -356,8 +364,9 @@ def main(argv: list[str] | None = None) -> int:
         default=4000,
         help="points of the HBQ grid on the per-point path (at most --points)",
     )
-    p.add_argument("--gpu-points", type=int, default=5265,
-                   help="points of the GPU grid (at most 5,265: 117 SM counts)")  # fmt: skip
+    p.add_argument("--gpu-points", type=int, default=21060,
+                   help="points of the GPU grid (at most 21,060: 117 SM counts x 4 launch "
+                   "latencies)")  # fmt: skip
     p.add_argument("--sweeps", nargs="*", default=list(SHIPPED), help="shipped sweeps to time")
     p.add_argument("--dask", action="store_true", help="also time a Dask LocalCluster")
     p.add_argument("--json", action="store_true", help="print one JSON document")
@@ -382,8 +391,8 @@ def main(argv: list[str] | None = None) -> int:
     _print_shipped(doc["shipped"])
     print("the whole driver (fresh store, pool start included)")
     _print_driver("HBQ-E llama-3-8b prefill_2k, PE x PSUM x ACT x clock", doc["driver"]["hbq"])
-    _print_driver("GPU W1 decode, 15 workloads x HBM x SM count (per-point: the shipped 90)",
-                  doc["driver"]["gpu"])  # fmt: skip
+    _print_driver("GPU W1 decode, 15 workloads x HBM x SM count x launch latency "
+                  "(per-point: the shipped 90)", doc["driver"]["gpu"])  # fmt: skip
     cpu = doc["cpu_per_point"]
     parts = ", ".join(f"{k} {v:.3f}" for k, v in cpu["parts_ms"].items())
     print(f"per-point path, CPU per point in one process: {cpu['ms_per_point']:.3f} ms "

@@ -334,7 +334,7 @@ def expand(
     tails = [
         (w, ',"s":' + json.dumps(digest) + ',"w":' + json.dumps(w) + "}") for w in spec.workloads
     ]
-    checks = [
+    checks: list[tuple[Expr, tuple[int, ...], dict[tuple[int, ...], Any]]] = [
         (c, tuple(where[n] for n in c.names), {}) for c in constraints
     ]  # (constraint, the positions it reads, its result by their indices)
     out = []
