@@ -233,37 +233,6 @@ def _satisfies(constraints: Sequence[Expr]) -> Callable[[Mapping[str, Any]], boo
     return ok
 
 
-class _CompactParams:
-    """``json.dumps(combo, sort_keys=True, separators=(",", ":"))`` for the combinations of one
-    sweep: the names encoded once per set of names, each scalar value once."""
-
-    def __init__(self) -> None:
-        self.layouts: dict[tuple[str, ...], tuple[Any, str]] = {}
-        self.values: dict[tuple[type, Any], str] = {}
-
-    def value(self, v: Any) -> str:
-        if type(v) not in (int, float, str, bool) or v == 0:  # 0 == 0.0 == -0.0 == False
-            return json.dumps(v, sort_keys=True, separators=(",", ":"))
-        key = (type(v), v)
-        got = self.values.get(key)
-        if got is None:
-            if len(self.values) >= 65536:
-                self.values.clear()
-            got = self.values[key] = json.dumps(v)
-        return got
-
-    def __call__(self, combo: Mapping[str, Any]) -> str:
-        names = tuple(combo)
-        if len(names) < 2:
-            return json.dumps(dict(combo), sort_keys=True, separators=(",", ":"))
-        hit = self.layouts.get(names)
-        if hit is None:
-            order = sorted(names)
-            body = ",".join(json.dumps(n).replace("%", "%%") + ":%s" for n in order)
-            hit = self.layouts[names] = (operator.itemgetter(*order), "{" + body + "}")
-        return hit[1] % tuple(map(self.value, hit[0](combo)))
-
-
 def kept_fraction(spec: SweepSpec, constraints: Sequence[Expr], samples: int = 2000) -> float:
     """The share of the grid's combinations that satisfy the constraints.
 
@@ -322,8 +291,6 @@ def expand(
     values = spec.values()
     names = list(values)
     where = {n: i for i, n in enumerate(names)}
-    if any(n not in where for c in constraints for n in c.names):
-        return _expand_dicts(spec, constraints, digest, source)  # it names what fails
     cols = [values[n] for n in names]
     # point_id's text, '{"p":<params>,"s":<digest>,"w":<workload>}' (keys sorted, compact):
     # each parameter's '"name":value' text made once per value, the rest once per workload
@@ -334,18 +301,21 @@ def expand(
     tails = [
         (w, ',"s":' + json.dumps(digest) + ',"w":' + json.dumps(w) + "}") for w in spec.workloads
     ]
-    checks: list[tuple[Expr, tuple[int, ...], dict[tuple[int, ...], Any]]] = [
-        (c, tuple(where[n] for n in c.names), {}) for c in constraints
-    ]  # (constraint, the positions it reads, its result by their indices)
+    # (constraint, the positions it reads, its result by their indices); a constraint naming
+    # something other than a parameter is evaluated each time (and fails with its message)
+    checks: list[tuple[Expr, tuple[int, ...] | None, dict[tuple[int, ...], Any]]] = [
+        (c, tuple(where[n] for n in c.names) if all(n in where for n in c.names) else None, {})
+        for c in constraints
+    ]
     out = []
     for idx in _index_rows(spec, values, source):
         keep = True
         for c, at, seen in checks:
-            key = tuple([idx[j] for j in at])
-            hit = seen.get(key)
+            key = tuple([idx[j] for j in at]) if at is not None else None
+            hit = seen.get(key) if key is not None else None
             if hit is None:
                 hit = c({n: cols[i][idx[i]] for i, n in enumerate(names)})
-                if len(seen) < 65536:
+                if key is not None and len(seen) < 65536:
                     seen[key] = hit
             if not hit:
                 keep = False
@@ -363,27 +333,3 @@ def expand(
 def _compact(v: Any) -> str:
     """``json.dumps(v, sort_keys=True, separators=(",", ":"))``: a value's text in a point id."""
     return json.dumps(v, sort_keys=True, separators=(",", ":"))
-
-
-def _expand_dicts(
-    spec: SweepSpec, constraints: Sequence[Expr], digest: str, source: str = "<spec>"
-) -> list[Point]:
-    """:func:`expand` one combination dict at a time (a constraint that names something other
-    than a parameter fails here with its own message)."""
-    out = []
-    ok = _satisfies(constraints)
-    # point_id's text, '{"p":<params>,"s":<digest>,"w":<workload>}' (keys sorted), with the
-    # parameters' JSON made once per combination and the rest once per workload
-    tails = [
-        (w, ',"s":' + json.dumps(digest) + ',"w":' + json.dumps(w) + "}") for w in spec.workloads
-    ]
-    texts = _CompactParams()
-    for combo in iter_combinations(spec, source):
-        if not ok(combo):
-            continue
-        head = '{"p":' + texts(combo)
-        params = tuple(combo.items())
-        for w, tail in tails:
-            pid = hashlib.sha256((head + tail).encode()).hexdigest()[:32]
-            out.append(Point(pid, w, params))
-    return out

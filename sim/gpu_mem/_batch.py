@@ -333,12 +333,14 @@ def simulate_batch(
         if hit is None or hit[0] is not kernels:
             hit = statics[id(kernels)] = (kernels, _static(a, kernels, wm))
         st = hit[1]
-        metrics[i] = (st, _values(a, kernels, times, sched, st, wm))
+        vals = _values(a, kernels, times, sched, st, wm)
+        metrics[i] = (st, vals)
+        seconds = vals[1]  # the schedule's makespan
         mid, tail = st[2], st[3]
-        usage[i] = (mid[2], mid[3], tail[0], tail[1], tail[2], sched.makespan)
+        usage[i] = (mid[2], mid[3], tail[0], tail[1], tail[2], seconds)
         if attention and kernels:
             k0 = kernels[0]  # the split kernel
-            ops[i] = (sched.makespan, a.launch_overhead_us, a.sm.freq_mhz,
+            ops[i] = (seconds, a.launch_overhead_us, a.sm.freq_mhz,
                       regime_of(k0.l2_hits, k0.sector_requests), fitted_config(a))  # fmt: skip
             if not n_compute:  # a property of the trace: the same for every design
                 n_compute = sum(1 for kt in kernels if kt.kind == "compute")
