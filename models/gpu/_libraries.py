@@ -28,8 +28,11 @@ decode step (one query token per sequence, no causal mask, no sliding window, no
   the tile (:func:`fa3_sm8x_tile`) depends on whether the launch splits. A varlen call (SGLang
   passes the sequence lengths per sequence) splits dynamically: :func:`fa3_num_splits` with
   the batch taken as 1 gives an upper bound, and a small scheduling kernel then gives each
-  sequence :func:`fa3_dynamic_num_splits`. Its combine kernel loads all splits of its rows
-  through a multistage pipeline, so it is modelled by the package's row-parallel reduction.
+  sequence :func:`fa3_dynamic_num_splits`. Its combine kernel (``flash_fwd_combine_kernel.h``,
+  launched whenever the static bound exceeds 1) gives a CTA ``kBlockM`` = 8 rows (16 for a head
+  dimension that is a multiple of 64 only, else 32) and walks the splits in order with
+  ``kStages = 4`` loads in flight (``combine="pipelined"``); a sequence given one split leaves
+  its CTAs nothing to do, and the kernel is then not simulated.
 
 :func:`plan_library_launch` returns the :class:`LibraryLaunch` (the split kernel's
 :class:`~._splitk.SplitPlan` and the combine kernel's form) of a :data:`LaunchKind`;
@@ -74,6 +77,10 @@ MAX_SPLITS = 128
 FA2_BLOCK_M = 64
 """Rows of the FlashAttention-2 split-KV kernel's query tile ([FA2-REPO]
 ``run_mha_fwd_splitkv_dispatch``: kBlockM 64 for every head dimension)."""
+
+FA3_COMBINE_STAGES = 4
+"""Loads in flight in FlashAttention-3's combine kernel ([FA3-REPO]
+``hopper/flash_fwd_combine_kernel.h``: ``kStages = 4``)."""
 
 FA2_THREADS = 128
 """Threads of a FlashAttention-2 split-KV CTA ([FA2-REPO]: 4 warps)."""
@@ -239,8 +246,10 @@ class LibraryLaunch:
         plan: the split kernel (splits, tile, CTA size; ``mma_m`` the query tile's rows).
         combine: the kernel that merges the partials (:data:`~._trace.CombineKind`: ``rows``
             the package's row-parallel reduction, ``serial`` FlashAttention-2's combine,
-            ``none`` none).
-        combine_rows_per_cta: query rows per combine CTA (``serial``; 1 otherwise).
+            ``pipelined`` FlashAttention-3's, ``none`` none).
+        combine_rows_per_cta: query rows per combine CTA (``serial``, ``pipelined``; 1
+            otherwise).
+        combine_stages: loads in flight in a ``pipelined`` combine (1 otherwise).
         static_splits: the split count the library's heuristic returned before any per-sequence
             rule (equal to ``plan.num_splits`` but for ``fa3_sm8x``).
     """
@@ -250,6 +259,7 @@ class LibraryLaunch:
     combine: CombineKind
     combine_rows_per_cta: int = 1
     static_splits: int = 1
+    combine_stages: int = 1
 
 
 def _plan(
@@ -300,7 +310,10 @@ def _fa3_sm8x(shape: DecodeShape, n_sms: int, *, sm86_or_89: bool) -> LibraryLau
         total = shape.batch * m_blocks * n_blocks
         splits = fa3_dynamic_num_splits(n_blocks, total, shape.kv_heads, n_sms, static)
     plan = _plan(shape, bn, splits, bm * m_blocks, 32 * warps, stages)
-    return LibraryLaunch("fa3_sm8x", plan, "rows" if plan.num_splits > 1 else "none", 1, static)
+    if plan.num_splits == 1:
+        return LibraryLaunch("fa3_sm8x", plan, "none", 1, static)
+    rows_per_cta = 8 if d % 128 == 0 else 16 if d % 64 == 0 else 32
+    return LibraryLaunch("fa3_sm8x", plan, "pipelined", rows_per_cta, static, FA3_COMBINE_STAGES)
 
 
 def plan_library_launch(

@@ -12,7 +12,8 @@ stream 0 (docs/gpu_decode.md has the layout):
   pairs and partial outputs of every split, merge them, write the bf16 output row. A launch
   plan of a kernel library (:mod:`._libraries`) may instead end with FlashAttention-2's
   combine (``combine="serial"``, :func:`emit_serial_combine_kernel`: a CTA per few rows that
-  loads the splits one after the other) or with no combine kernel (one split).
+  loads the splits one after the other), with FlashAttention-3's (``combine="pipelined"``: the
+  same walk with a few loads in flight) or with no combine kernel (one split).
 
 All tensors are placed in HBM (the tensor map), so that a simulator can hash addresses to L2
 sets and channels; the simulator, not the trace, decides which accesses hit in L2. Every record
@@ -57,7 +58,7 @@ REDUCE_REGS_PER_THREAD = 32
 
 _PER_TILE = 5  # K read, QK, softmax, V read, PV
 
-CombineKind = Literal["rows", "serial", "none"]
+CombineKind = Literal["rows", "serial", "pipelined", "none"]
 """The kernel that merges a split-K step's partials (:func:`split_k_trace`)."""
 
 CopyDirection = Literal["h2d", "d2h"]
@@ -104,6 +105,7 @@ def split_k_trace(
     seed: int | None = None,
     combine: CombineKind = "rows",
     combine_rows_per_cta: int = 4,
+    combine_stages: int = 4,
 ) -> Trace:
     """Build the trace of one split-K decode-attention step (module docstring).
 
@@ -115,20 +117,26 @@ def split_k_trace(
         seed: the seed of the inputs, or None.
         combine: the kernel that merges the partials: ``"rows"`` the reduction kernel 1 of the
             module docstring, ``"serial"`` FlashAttention-2's combine
-            (:func:`emit_serial_combine_kernel`), ``"none"`` none (a launch of one split).
-        combine_rows_per_cta: query rows per CTA of the ``"serial"`` combine (>= 1).
+            (:func:`emit_serial_combine_kernel`), ``"pipelined"`` FlashAttention-3's (the same
+            walk with ``combine_stages`` loads in flight), ``"none"`` none (a launch of one
+            split).
+        combine_rows_per_cta: query rows per CTA of the ``"serial"`` / ``"pipelined"`` combine
+            (>= 1).
+        combine_stages: buffers of the ``"pipelined"`` combine's load pipeline (>= 1).
 
     Returns:
         The :class:`~coaccel.trace.Trace`.
     """
-    if combine not in ("rows", "serial", "none"):
-        raise ValueError(f"combine={combine!r}; valid: rows, serial, none")
+    if combine not in ("rows", "serial", "pipelined", "none"):
+        raise ValueError(f"combine={combine!r}; valid: rows, serial, pipelined, none")
     if combine == "none" and plan.num_splits != 1:
         raise ValueError(f"combine='none' needs one split, not {plan.num_splits}")
     act = tile_activity(plan, tile_keep)
     meta = _split_k_meta(plan, act, workload)
     if combine != "rows":  # the default trace stays as it was (digests, golden files)
         meta["combine"] = combine
+    if combine == "pipelined":
+        meta["combine_stages"] = int(combine_stages)
     tb = TraceBuilder(producer=producer, workload=meta, seed=seed)
     allocate_split_k_tensors(tb, plan)
     _emit_split_kernel(tb, plan, act)
@@ -136,6 +144,9 @@ def split_k_trace(
         emit_reduce_kernel(tb, plan, "flash_decode_reduce")
     elif combine == "serial":
         emit_serial_combine_kernel(tb, plan, "flash_decode_combine", combine_rows_per_cta)
+    elif combine == "pipelined":
+        emit_serial_combine_kernel(tb, plan, "flash_decode_combine", combine_rows_per_cta,
+                                   stages=combine_stages)  # fmt: skip
     return tb.build()
 
 
@@ -383,24 +394,35 @@ def emit_reduce_kernel(tb: TraceBuilder, plan: SplitPlan, name: str) -> int:
 
 
 def emit_serial_combine_kernel(
-    tb: TraceBuilder, plan: SplitPlan, name: str, rows_per_cta: int
+    tb: TraceBuilder, plan: SplitPlan, name: str, rows_per_cta: int, *, stages: int = 1
 ) -> int:
-    """Append FlashAttention-2's combine kernel to ``tb`` ([FA2-REPO]
-    ``combine_attn_seqk_parallel``): CTA ``c`` merges query rows ``c * rows_per_cta ..`` of the
-    ``B x Hq`` rows. It reads the rows' (m, l) pairs of every split at once (tensor ``ML``),
-    then the rows' partial outputs (``O_partial``) one split after the other, each load waiting
-    for the one before (the loop consumes each split's values before it issues the next load:
-    one load latency per split), merges them and writes the bf16 rows (``O``).
+    """Append a combine kernel that walks the splits in order to ``tb``: CTA ``c`` merges query
+    rows ``c * rows_per_cta ..`` of the ``B x Hq`` rows. It reads the rows' (m, l) pairs of
+    every split at once (tensor ``ML``), then the rows' partial outputs (``O_partial``) split
+    after split, merges them and writes the bf16 rows (``O``).
+
+    ``stages`` is how many partial loads are in flight:
+
+    * 1, FlashAttention-2's combine ([FA2-REPO] ``combine_attn_seqk_parallel``): the loop
+      consumes each split's values before it issues the next load, so load ``s`` waits for load
+      ``s - 1`` (load 0 for the (m, l) read): one load latency per split.
+    * ``k`` > 1, FlashAttention-3's ([FA3-REPO] ``hopper/flash_fwd_combine_kernel.h``,
+      ``kStages = 4``): loads ``0 .. k - 2`` are issued with the (m, l) read; iteration ``s``
+      issues load ``s + k - 1`` and then waits for load ``s``, so load ``s`` waits for load
+      ``s - k`` (load ``k - 1`` for the (m, l) read): about ``splits / k`` latencies.
 
     Args:
         tb: the trace builder, with the tensors ``ML``, ``O_partial`` and ``O`` allocated.
         plan: the launch plan. name: the kernel's name. rows_per_cta: rows per CTA (>= 1).
+        stages: loads in flight (>= 1).
 
     Returns:
         The kernel id.
     """
     if rows_per_cta < 1:
         raise ValueError(f"rows_per_cta={rows_per_cta} must be >= 1")
+    if stages < 1:
+        raise ValueError(f"stages={stages} must be >= 1")
     s = plan.shape
     n_rows, d, ns = s.batch * s.q_heads, s.head_dim, plan.num_splits
     n_cta = -(-n_rows // rows_per_cta)
@@ -418,8 +440,11 @@ def emit_serial_combine_kernel(
     c2 = np.repeat(cid, ns)
     seq = (base[:, None] + 1 + sp[None, :]).ravel()
     addr = ((r0[:, None] * ns + sp[None, :]) * d * 4).ravel()
+    # load s waits for load s - stages (seq - stages); the (m, l) read is load -1 (seq base)
+    lag = np.tile(sp, n_cta) - stages
+    dep = np.where(lag >= -1, seq - stages, -1)
     rec.hbm("r", c2, seq, "load_partial", "O_partial", addr, d * 4, stride=ns * d * 4,
-            count=np.repeat(nrows, ns), dep=seq - 1)  # fmt: skip
+            count=np.repeat(nrows, ns), dep=dep)  # fmt: skip
     tb.compute_many(seq=base + 1 + ns, kernel=k1, cta=cid, op="lse_merge", unit="cuda_core",
                     m=nrows, n=d, k=ns, fmt_a="fp32", fmt_b="fp32", dep=base + ns)  # fmt: skip
     rec.hbm("w", cid, base + 2 + ns, "write_out", "O", r0 * d * plan.elem_bytes,

@@ -175,7 +175,8 @@ def test_fa3_sm8x_launch_plans() -> None:
     k = simulate(a100, split_k_trace(p, combine="none")).kernels[0]
     assert (k.resident_ctas_per_sm, k.waves) == (1, 2)
     few = plan_library_launch(DecodeShape(4, 4096, 32, 8), "fa3_sm8x", n_sms=108)
-    assert (few.plan.num_splits, few.combine, few.plan.n_ctas) == (3, "rows", 96)
+    assert (few.plan.num_splits, few.combine, few.plan.n_ctas) == (3, "pipelined", 96)
+    assert (few.combine_rows_per_cta, few.combine_stages) == (8, 4)
     # 256 tokens: at most 4 tiles, no split: the 4-warp tile of 64 tokens
     small = plan_library_launch(DecodeShape(1, 256, 32, 8), "fa3_sm8x", n_sms=108)
     assert (small.static_splits, small.plan.block_n, small.plan.threads_per_cta) == (1, 64, 128)
@@ -183,6 +184,44 @@ def test_fa3_sm8x_launch_plans() -> None:
         plan_library_launch(DecodeShape(1, 256), "fa3_sm8x", n_sms=132, compute_capability=90)
     with pytest.raises(ValueError, match="launch kind 'xqa'; valid: flashdecode, fa2_varlen"):
         plan_library_launch(DecodeShape(1, 256), "xqa", n_sms=108)  # type: ignore[arg-type]
+
+
+def test_fa3_pipelined_combine_trace_and_time() -> None:
+    """FlashAttention-3's combine walks the splits with 4 loads in flight: load s waits for
+    load s - 4 (load 3 for the (m, l) read, loads 0-2 for nothing). Its time is at least a
+    chain of splits / 4 L2 latencies; with 8 rows of partials per load, the few loads in
+    flight (the simulator's latency bound) take longer than that chain, but about half of
+    FlashAttention-2's one-at-a-time walk."""
+    arch = load_arch("a100_80g")
+    f = arch.sm.freq_mhz * 1e6
+    launch = plan_library_launch(DecodeShape(1, 16384, 8, 1), "fa3_sm8x", n_sms=108)
+    ns = launch.plan.num_splits
+    assert (launch.combine, launch.combine_rows_per_cta, launch.combine_stages) == (
+        "pipelined", 8, 4)  # fmt: skip
+    assert ns > 40
+    tr = split_k_trace(launch.plan, combine="pipelined", combine_rows_per_cta=8,
+                       combine_stages=4)  # fmt: skip
+    assert tr.meta["workload"]["combine_stages"] == 4
+    reads = tr.memory[(tr.memory["kernel"] == 1) & (tr.memory["rw"] == 0)]
+    assert reads.size == 1 + ns  # 8 rows: one CTA; (m, l), then each split
+    ml, loads = reads[0], reads[1:]
+    assert np.array_equal(loads["dep"][:3], [-1, -1, -1])
+    assert loads["dep"][3] == ml["seq"]
+    assert np.array_equal(loads["dep"][4:], loads["seq"][:-4])
+    comb = simulate(arch, tr).kernels[1]
+    assert comb.bound in ("chain", "latency")
+    assert -(-ns // 4) * arch.l2.near_latency_cycles / f <= comb.standalone_s
+    serial = simulate(arch, split_k_trace(launch.plan, combine="serial",
+                                          combine_rows_per_cta=8)).kernels[1]  # fmt: skip
+    assert serial.bound == "chain"
+    assert 0.3 * serial.standalone_s < comb.standalone_s < 0.7 * serial.standalone_s
+    # one stage is FlashAttention-2's serial walk, record for record
+    one = split_k_trace(launch.plan, combine="pipelined", combine_rows_per_cta=8,
+                        combine_stages=1)  # fmt: skip
+    two = split_k_trace(launch.plan, combine="serial", combine_rows_per_cta=8)
+    assert np.array_equal(one.memory, two.memory)
+    with pytest.raises(ValueError, match="stages=0 must be >= 1"):
+        split_k_trace(launch.plan, combine="pipelined", combine_stages=0)
 
 
 # -- which library launches what ---------------------------------------------------------------

@@ -293,7 +293,8 @@ def decode_trace(
     meta = {REPLAYED_KEY: bool(replayed), "kv_page_tokens": int(page_tokens), "dtype": row.dtype,
             "launch": kind}  # fmt: skip
     return split_k_trace(launch.plan, workload=meta, combine=launch.combine,
-                         combine_rows_per_cta=launch.combine_rows_per_cta)  # fmt: skip
+                         combine_rows_per_cta=launch.combine_rows_per_cta,
+                         combine_stages=launch.combine_stages)  # fmt: skip
 
 
 def simulate_row(
