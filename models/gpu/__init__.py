@@ -7,7 +7,7 @@
 * what public kernel libraries launch for it (FlashAttention-2 and FlashAttention-3's split
   rules, tiles and combine kernels): :func:`plan_library_launch` / :class:`LibraryLaunch`,
   :func:`fa2_num_splits`, :func:`fa3_num_splits`, :func:`fa3_dynamic_num_splits`,
-  :func:`fa3_sm8x_tile` (:mod:`._libraries`);
+  :func:`fa3_sm8x_tile`, :func:`fa3_sm90_tile` (:mod:`._libraries`);
 * FlashDecoding (W1): :func:`flash_decode` (values + trace), :func:`flash_decode_trace`
   (trace only);
 * FFD (W2), 2-bit key scan plus top-delta sparse decode: :func:`ffd_decode` (values, keep

@@ -33,16 +33,25 @@ decode step (one query token per sequence, no causal mask, no sliding window, no
   dimension that is a multiple of 64 only, else 32) and walks the splits in order with
   ``kStages = 4`` loads in flight (``combine="pipelined"``); a sequence given one split leaves
   its CTAs nothing to do, and the kernel is then not simulated.
+* **FlashAttention-3's Hopper kernels** ([FA3-REPO] ``hopper/tile_size.h``
+  ``tile_size_fwd_sm90``, ``flash_api.cpp`` ``get_pagedkv_tma`` / ``get_pack_gqa``), which vLLM
+  ([VLLM-REPO]) and SGLang ([SGL-KERNEL]) run on compute capability 9.0. A decode step's G query
+  rows never exceed the query tile, so the paged cache is read without TMA and the G rows are
+  packed into one tile (:func:`fa3_sm90_tile`: 128 rows x 128 tokens for D = 128, one
+  producer warpgroup and one MMA warpgroup per 64 rows, two K/V stages); the split count and the
+  per-sequence splits and combine are those of the Ampere/Ada build above. Not modelled: the
+  warp specialisation and TMA pipelining themselves (the simulator sees the tiles, their bytes
+  and their MMAs), and the one-MMA-warpgroup tile some builds choose for short query tiles.
 
 :func:`plan_library_launch` returns the :class:`LibraryLaunch` (the split kernel's
 :class:`~._splitk.SplitPlan` and the combine kernel's form) of a :data:`LaunchKind`;
-``"flashdecode"`` is the package's own rule. Not modelled: FlashAttention-3's Hopper kernels
-(TMA, warp specialisation), TensorRT-LLM's decode kernels (XQA, masked MHA with multi-block
-mode) and the libraries' kernel-side KV append and prologue kernels (a fixed cost per op, which
-the calibration's floor carries).
+``"flashdecode"`` is the package's own rule. Not modelled: TensorRT-LLM's decode kernels (XQA,
+masked MHA with multi-block mode) and the libraries' kernel-side KV append and prologue kernels
+(a fixed cost per op, which the calibration's floor carries).
 
 Public: :data:`LAUNCH_KINDS`, :data:`LaunchKind`, :func:`fa2_num_splits`,
 :func:`fa3_num_splits`, :func:`fa3_dynamic_num_splits`, :func:`fa3_sm8x_tile`,
+:func:`fa3_sm90_tile`,
 :class:`LibraryLaunch`, :func:`plan_library_launch`.
 """
 
@@ -64,10 +73,11 @@ __all__ = [
     "fa3_dynamic_num_splits",
     "fa3_num_splits",
     "fa3_sm8x_tile",
+    "fa3_sm90_tile",
     "plan_library_launch",
 ]
 
-LaunchKind = Literal["flashdecode", "fa2_varlen", "fa2_kvcache", "fa3_sm8x"]
+LaunchKind = Literal["flashdecode", "fa2_varlen", "fa2_kvcache", "fa3_sm8x", "fa3_sm90"]
 LAUNCH_KINDS: tuple[LaunchKind, ...] = get_args(LaunchKind)
 """The launch plans: the package's rule and the libraries' (module docstring)."""
 
@@ -237,6 +247,32 @@ def fa3_sm8x_tile(
     return 128, 64 if varlen_and_split else 96, 8, 1
 
 
+def fa3_sm90_tile(head_dim: int) -> tuple[int, int, int, int]:
+    """FlashAttention-3's Hopper tile for 2-byte elements without causal or local mask, on a
+    paged cache read without TMA, as a decode step reads it ([FA3-REPO] ``hopper/tile_size.h``
+    ``tile_size_fwd_sm90`` with ``paged_kv_non_TMA``: ``get_pagedkv_tma`` is false while the
+    packed query rows fit the tile; the main loop's ``kStages`` is 2 on Hopper).
+
+    Args:
+        head_dim: D (rounded up by the library to 64, 96, 128, 192 or 256).
+
+    Returns:
+        ``(kBlockM, kBlockN, threads, stages)``: one producer warpgroup plus one MMA
+        warpgroup per 64 query rows.
+    """
+    if head_dim <= 64:
+        bm, bn = 192, 160
+    elif head_dim <= 96:
+        bm, bn = 192, 128
+    elif head_dim <= 128:
+        bm, bn = 128, 128
+    elif head_dim <= 192:
+        bm, bn = 128, 96
+    else:
+        bm, bn = 128, 80
+    return bm, bn, (bm // 64 + 1) * 128, 2
+
+
 @dataclass(frozen=True)
 class LibraryLaunch:
     """What a library launches for one decode step.
@@ -296,24 +332,51 @@ def _fa2(shape: DecodeShape, n_sms: int, *, varlen: bool) -> LibraryLaunch:
 
 
 def _fa3_sm8x(shape: DecodeShape, n_sms: int, *, sm86_or_89: bool) -> LibraryLaunch:
-    d, g = shape.head_dim, shape.group
+    d = shape.head_dim
     bm_h, bn_h, _, _ = fa3_sm8x_tile(d, sm86_or_89=sm86_or_89, varlen_and_split=True)
+    static, _ = _fa3_split_counts(shape, n_sms, (bm_h, bn_h), (bm_h, bn_h))
+    bm, bn, warps, stages = fa3_sm8x_tile(d, sm86_or_89=sm86_or_89, varlen_and_split=static > 1)
+    _, splits = _fa3_split_counts(shape, n_sms, (bm_h, bn_h), (bm, bn))
+    plan = _plan(shape, bn, splits, bm * -(-shape.group // bm), 32 * warps, stages)
+    return _fa3_launch("fa3_sm8x", shape, plan, static)
+
+
+def _fa3_split_counts(
+    shape: DecodeShape, n_sms: int, static_tile: tuple[int, int], tile: tuple[int, int]
+) -> tuple[int, int]:
+    """FlashAttention-3's static bound (over the tile the heuristic assumes) and the split
+    count of a varlen call's sequences (over the tile the kernel runs), module docstring."""
+    d, g = shape.head_dim, shape.group
+    bm_h, bn_h = static_tile
     m_blocks = -(-g // bm_h)
     size_one_kv_head = shape.context * 2 * d * 2
     static = fa3_num_splits(shape.kv_heads * m_blocks, n_sms, -(-shape.context // bn_h),
                             m_blocks, size_one_kv_head)  # fmt: skip
-    bm, bn, warps, stages = fa3_sm8x_tile(d, sm86_or_89=sm86_or_89, varlen_and_split=static > 1)
-    m_blocks = -(-g // bm)
+    if static == 1:
+        return 1, 1
+    bm, bn = tile
     n_blocks = -(-shape.context // bn)
-    splits = 1
-    if static > 1:
-        total = shape.batch * m_blocks * n_blocks
-        splits = fa3_dynamic_num_splits(n_blocks, total, shape.kv_heads, n_sms, static)
-    plan = _plan(shape, bn, splits, bm * m_blocks, 32 * warps, stages)
+    total = shape.batch * -(-g // bm) * n_blocks
+    return static, fa3_dynamic_num_splits(n_blocks, total, shape.kv_heads, n_sms, static)
+
+
+def _fa3_launch(
+    kind: LaunchKind, shape: DecodeShape, plan: SplitPlan, static: int
+) -> LibraryLaunch:
+    """A FlashAttention-3 launch: its split kernel and, with more than one split, its
+    pipelined combine (``kBlockM`` rows per CTA by the head dimension)."""
     if plan.num_splits == 1:
-        return LibraryLaunch("fa3_sm8x", plan, "none", 1, static)
+        return LibraryLaunch(kind, plan, "none", 1, static)
+    d = shape.head_dim
     rows_per_cta = 8 if d % 128 == 0 else 16 if d % 64 == 0 else 32
-    return LibraryLaunch("fa3_sm8x", plan, "pipelined", rows_per_cta, static, FA3_COMBINE_STAGES)
+    return LibraryLaunch(kind, plan, "pipelined", rows_per_cta, static, FA3_COMBINE_STAGES)
+
+
+def _fa3_sm90(shape: DecodeShape, n_sms: int) -> LibraryLaunch:
+    bm, bn, threads, stages = fa3_sm90_tile(shape.head_dim)
+    static, splits = _fa3_split_counts(shape, n_sms, (bm, bn), (bm, bn))
+    plan = _plan(shape, bn, splits, bm * -(-shape.group // bm), threads, stages)
+    return _fa3_launch("fa3_sm90", shape, plan, static)
 
 
 def plan_library_launch(
@@ -330,14 +393,16 @@ def plan_library_launch(
         shape: the decode geometry.
         kind: the :data:`LaunchKind`.
         n_sms: SMs of the GPU.
-        compute_capability: major x 10 + minor (80 A100, 89 L40S); ``fa3_sm8x`` needs 80..89.
+        compute_capability: major x 10 + minor (80 A100, 89 L40S, 90 H100); ``fa3_sm8x``
+            needs 80..89, ``fa3_sm90`` 90.
         block_n: the tile of ``"flashdecode"`` (the libraries fix their own).
 
     Returns:
         :class:`LibraryLaunch`.
 
     Raises:
-        ValueError: an unknown kind, or ``fa3_sm8x`` outside compute capability 8.x.
+        ValueError: an unknown kind, ``fa3_sm8x`` outside compute capability 8.x or
+            ``fa3_sm90`` outside 9.0.
     """
     if kind == "flashdecode":
         plan = plan_split_k(shape, block_n=block_n, n_sms=n_sms)
@@ -348,4 +413,8 @@ def plan_library_launch(
         if not 80 <= compute_capability < 90:
             raise ValueError(f"fa3_sm8x: compute capability {compute_capability} is not 8.x")
         return _fa3_sm8x(shape, n_sms, sm86_or_89=compute_capability in (86, 89))
+    if kind == "fa3_sm90":
+        if compute_capability != 90:
+            raise ValueError(f"fa3_sm90: compute capability {compute_capability} is not 9.0")
+        return _fa3_sm90(shape, n_sms)
     raise ValueError(f"launch kind {kind!r}; valid: {', '.join(LAUNCH_KINDS)}")

@@ -18,6 +18,7 @@ from coaccel.models.gpu import (
     fa3_dynamic_num_splits,
     fa3_num_splits,
     fa3_sm8x_tile,
+    fa3_sm90_tile,
     plan_library_launch,
     split_k_trace,
 )
@@ -182,6 +183,8 @@ def test_fa3_sm8x_launch_plans() -> None:
     assert (small.static_splits, small.plan.block_n, small.plan.threads_per_cta) == (1, 64, 128)
     with pytest.raises(ValueError, match="compute capability 90 is not 8.x"):
         plan_library_launch(DecodeShape(1, 256), "fa3_sm8x", n_sms=132, compute_capability=90)
+    with pytest.raises(ValueError, match="compute capability 80 is not 9.0"):
+        plan_library_launch(DecodeShape(1, 256), "fa3_sm90", n_sms=108, compute_capability=80)
     with pytest.raises(ValueError, match="launch kind 'xqa'; valid: flashdecode, fa2_varlen"):
         plan_library_launch(DecodeShape(1, 256), "xqa", n_sms=108)  # type: ignore[arg-type]
 
@@ -224,6 +227,44 @@ def test_fa3_pipelined_combine_trace_and_time() -> None:
         split_k_trace(launch.plan, combine="pipelined", combine_stages=0)
 
 
+def test_fa3_sm90_tile_table() -> None:
+    # tile_size_fwd_sm90 with paged_kv_non_TMA: (kBlockM, kBlockN); threads: a producer
+    # warpgroup plus one MMA warpgroup per 64 rows; two stages on Hopper
+    assert fa3_sm90_tile(64) == (192, 160, 512, 2)
+    assert fa3_sm90_tile(96) == (192, 128, 512, 2)
+    assert fa3_sm90_tile(128) == (128, 128, 384, 2)
+    assert fa3_sm90_tile(192) == (128, 96, 384, 2)
+    assert fa3_sm90_tile(256) == (128, 80, 384, 2)
+
+
+def test_fa3_sm90_launch_plans() -> None:
+    h100 = load_arch("h100_sxm")
+    n = h100.sm.count  # 132
+    # batch 1, 8 KV heads (G = 4), 16K tokens: 128 tiles of 128 tokens; 8 CTAs per split, so
+    # the heuristic splits: the smallest s whose 8 s / 132 waves are within 85 % of the best
+    # wave efficiency (1 at s = 33): s = 15 (120 / 132 = 0.91; 14: 112 / 132 = 0.848)
+    one = plan_library_launch(DecodeShape(1, 16384, 32, 8), "fa3_sm90", n_sms=n,
+                              compute_capability=90)  # fmt: skip
+    want = fa3_num_splits(8, n, 128, 1, 16384 * 256 * 2)
+    assert one.static_splits == want == 15
+    # one sequence: its dynamic count is bounded by the static one
+    assert one.plan.num_splits == fa3_dynamic_num_splits(128, 128, 8, n, want)
+    p = one.plan
+    assert (p.block_n, p.mma_m, p.threads_per_cta, p.n_stages) == (128, 128, 384, 2)
+    assert p.smem_bytes_per_cta == 128 * 128 * 2 + 2 * 2 * 128 * 128 * 2  # Q, 2 x (K, V)
+    assert (one.combine, one.combine_rows_per_cta, one.combine_stages) == ("pipelined", 8, 4)
+    k = simulate(h100, split_k_trace(p, combine="pipelined", combine_rows_per_cta=8)).kernels[0]
+    assert k.resident_ctas_per_sm == 1
+    # batch 64, 4096 tokens (32 tiles): the static bound takes the batch as 1 (8 CTAs per
+    # split; the best efficiency 128 / 132 = 0.97 at s = 16, and s = 14 is the first within
+    # 85 %: 112 / 132 = 0.848 >= 0.824), but the sequences share
+    # 64 x 32 tiles: ceil(2048 x 1.1 x 8 / 132) = 137 tiles per SM, so each sequence takes one
+    # split and the combine's CTAs have nothing to do (not simulated)
+    big = plan_library_launch(DecodeShape(64, 4096, 32, 8), "fa3_sm90", n_sms=n,
+                              compute_capability=90)  # fmt: skip
+    assert (big.static_splits, big.plan.num_splits, big.combine) == (14, 1, "none")
+
+
 # -- which library launches what ---------------------------------------------------------------
 
 
@@ -231,11 +272,14 @@ def test_fa3_pipelined_combine_trace_and_time() -> None:
     ("library", "config", "kind"),
     [
         ("vllm-0.14.0:vllm_flash_attn", "a100_80g", "fa2_varlen"),
-        ("vllm-0.14.0:vllm_flash_attn", "h200", "flashdecode"),  # FlashAttention-3: not modelled
+        ("vllm-0.14.0:vllm_flash_attn", "h200", "fa3_sm90"),
         ("sglang-0.5.10:flash_attention", "a100_80g", "fa3_sm8x"),
         ("sglang-0.5.10:flash_attention", "l40s", "fa3_sm8x"),
-        ("sglang-0.5.10:flash_attention", "h100_sxm", "flashdecode"),
+        ("sglang-0.5.10:flash_attention", "h100_sxm", "fa3_sm90"),
         ("vidur-sarathi-flash_attention", "a100_80g", "fa2_kvcache"),
+        ("vidur-sarathi-flash_attention", "h200", "fa2_kvcache"),
+        ("trtllm-1.3.0rc20:torch_flow", "h200", "flashdecode"),
+        ("vllm-0.14.0:vllm_flash_attn", "rtx_a6000", "flashdecode"),  # no compute capability
         ("trtllm-1.3.0rc20:torch_flow", "l40s", "flashdecode"),
         ("flashinfer", "a100_80g", "flashdecode"),
     ],

@@ -296,8 +296,18 @@ def test_held_out_rows_of_another_launch_are_noted(tmp_path: Path) -> None:
     extra = [_line(gpu=g, kernel=vllm, batch=b, us=20.0 + b)
              for g in ("A100-SXM4-80GB", "H100-SXM") for b in (1, 2, 4)]  # fmt: skip
     v = _evaluate(_two_gpu_table(tmp_path, extra))
-    assert (f"held-out rows of {vllm} on h100_sxm: launch flashdecode (its kernels there are "
-            "not modelled); its fit was made on fa2_varlen") in v.notes  # fmt: skip
+    assert (f"held-out rows of {vllm} on h100_sxm: launch fa3_sm90 (its kernels on that GPU); "
+            "its fit was made on fa2_varlen") in v.notes  # fmt: skip
+    trt = "trtllm-1.3.0rc20:torch_flow"
+    extra = [_line(gpu=g, kernel=trt, batch=b, us=20.0 + b)
+             for g in ("L40S", "H100-SXM") for b in (1, 2, 4)]  # fmt: skip
+    v = _evaluate(_two_gpu_table(tmp_path, extra))
+    assert not [n for n in v.notes if f"held-out rows of {trt}" in n]  # the same launch
+    flash = "flashinfer-0.2:decode"  # the package's rule on both GPUs
+    extra = [_line(gpu=g, kernel=flash, batch=b, us=20.0 + b)
+             for g in ("A100-SXM4-80GB", "H100-SXM") for b in (1, 2, 4)]  # fmt: skip
+    v = _evaluate(_two_gpu_table(tmp_path, extra))
+    assert not [n for n in v.notes if f"held-out rows of {flash}" in n]
     assert not [n for n in _evaluate(_two_gpu_table(tmp_path)).notes if "held-out rows" in n]
 
 

@@ -237,13 +237,15 @@ def library_launch_kind(library: str, config: str) -> str:
 
     * vLLM's ``vllm_flash_attn`` runs FlashAttention-2 except on Hopper, where it runs
       FlashAttention-3 ([VLLM-REPO] ``vllm/attention/utils/fa_utils.py``), through
-      ``flash_attn_varlen_func``: ``fa2_varlen``;
+      ``flash_attn_varlen_func``: ``fa2_varlen`` on compute capability 8.x, ``fa3_sm90`` on
+      9.0;
     * SGLang's ``flash_attention`` backend runs sgl-kernel's FlashAttention-3, built for
-      sm80/sm86/sm89 and sm90a ([SGL-KERNEL]): ``fa3_sm8x`` on compute capability 8.x;
+      sm80/sm86/sm89 and sm90a ([SGL-KERNEL]): ``fa3_sm8x`` on 8.x, ``fa3_sm90`` on 9.0;
     * vidur's sarathi ``FLASH_ATTENTION`` wrapper calls ``vllm_flash_attn``'s
-      ``flash_attn_with_kvcache`` ([SARATHI-REPO]), FlashAttention-2: ``fa2_kvcache``;
-    * anything else, and the FlashAttention-3 Hopper kernels (not modelled), take the
-      package's own rule, ``flashdecode`` (TensorRT-LLM's decode kernels are not modelled).
+      ``flash_attn_with_kvcache`` ([SARATHI-REPO]), FlashAttention-2: ``fa2_kvcache`` on 8.x
+      and 9.0 (FlashAttention-2 runs its Ampere kernels on Hopper);
+    * anything else takes the package's own rule, ``flashdecode`` (TensorRT-LLM's decode
+      kernels are not modelled), as does a library on a GPU outside these.
 
     Args:
         library: the library key (``MeasuredRow.library``). config: the GPU's config.
@@ -252,12 +254,13 @@ def library_launch_kind(library: str, config: str) -> str:
         The launch kind.
     """
     cc = COMPUTE_CAPABILITY.get(config, 0)
+    ampere_ada, hopper = 80 <= cc < 90, cc == 90
     if library.startswith("vllm-") and library.endswith(":vllm_flash_attn"):
-        return "fa2_varlen" if 80 <= cc < 90 else "flashdecode"
+        return "fa2_varlen" if ampere_ada else "fa3_sm90" if hopper else "flashdecode"
     if library.startswith("sglang-") and library.endswith(":flash_attention"):
-        return "fa3_sm8x" if 80 <= cc < 90 else "flashdecode"
+        return "fa3_sm8x" if ampere_ada else "fa3_sm90" if hopper else "flashdecode"
     if library.startswith("vidur-") and library.endswith("flash_attention"):
-        return "fa2_kvcache" if 80 <= cc < 90 else "flashdecode"
+        return "fa2_kvcache" if ampere_ada or hopper else "flashdecode"
     return "flashdecode"
 
 
@@ -593,7 +596,8 @@ def _launch_notes(
     rows: Sequence[MeasuredRow], cfg_of: Sequence[str], kind_of: Sequence[str]
 ) -> list[str]:
     """A note on each library whose held-out rows are launched otherwise than its calibration
-    rows (its kernels on that GPU are not modelled: its fit is applied to another launch)."""
+    rows: its fit is applied to another kernel (or, as ``flashdecode``, to the package's
+    launch where the library's kernels on that GPU are not modelled)."""
     fitted: dict[str, set[str]] = {}
     held: dict[tuple[str, str], set[str]] = {}
     for r, c, k in zip(rows, cfg_of, kind_of, strict=True):
@@ -604,9 +608,14 @@ def _launch_notes(
     out = []
     for (lib, c), kinds in sorted(held.items()):
         if lib in fitted and kinds != fitted[lib]:
-            out.append(f"held-out rows of {lib} on {c}: launch {', '.join(sorted(kinds))} (its "
-                       f"kernels there are not modelled); its fit was made on "
-                       f"{', '.join(sorted(fitted[lib]))}")  # fmt: skip
+            how = (
+                "the package's rule: its kernels there are not modelled"
+                if kinds == {"flashdecode"}
+                else "its kernels on that GPU"
+            )
+            made = ", ".join(sorted(fitted[lib]))
+            out.append(f"held-out rows of {lib} on {c}: launch {', '.join(sorted(kinds))} "
+                       f"({how}); its fit was made on {made}")  # fmt: skip
     return out
 
 
