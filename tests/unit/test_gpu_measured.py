@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import json
 import math
 import os
 import subprocess
@@ -428,6 +429,44 @@ def test_cli_writes_predictions(tmp_path: Path, capsys: pytest.CaptureFixture[st
     last = got[-1]
     assert last[col["fit_role"]] == "skipped" and last[col["predicted_us"]] == ""
     assert src.read_text(encoding="utf-8") == "\n".join(lines) + "\n"  # input untouched
+
+
+def test_cold_l2_simulates_a_gpus_rows_without_warm_replays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--cold-l2 a100_80g``: the A100 rows whose KV fits the L2 read it from DRAM (regime
+    ``dram``, slower); the L40S rows keep their warm replays."""
+    lines = [HEADER]
+    for b in (1, 4, 16):  # 0.5-8 MB of KV: every row fits both GPUs' L2
+        lines.append(_line(gpu="A100-SXM4-80GB", kernel="vllm", batch=b, t=256, us=18.0 + b))
+        lines.append(_line(gpu="L40S", kernel="trt", batch=b, t=256, us=9.0 + b))
+    t = mm.read_measured_csv(_write(tmp_path, lines, "ops.csv"))
+    warm = mm.evaluate_measured(t)
+    cold = mm.evaluate_measured(t, cold_l2=["a100_80g"])
+    assert (warm.cold_l2, cold.cold_l2) == ((), ("a100_80g",))
+    for w, c in zip(warm.predictions, cold.predictions, strict=True):
+        assert w.sim is not None and c.sim is not None and w.sim.regime == "l2"
+        if c.gpu_config == "a100_80g":
+            assert c.sim.regime == "dram" and c.sim.sim_us > w.sim.sim_us
+        else:
+            assert c.sim == w.sim
+    with pytest.raises(ValueError, match="cold_l2: a100 not a GPU config; valid: a100_40g"):
+        mm.evaluate_measured(t, cold_l2=["a100"])
+    src = _write(tmp_path, lines, "cli.csv")
+    out = tmp_path / "out"
+    args = ["validate", "gpu", "--measured", str(src), "--out", str(out), "--quiet"]
+    assert main([*args, "--cold-l2", "a100_80g", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cold_l2"] == ["a100_80g"]
+    for extra, msg in ((["--cold-l2", "a100,tpu"], "a100, tpu not a GPU config; valid: a100_40g"),
+                       (["--cold-l2", "a100_80g", "--write-calibration", str(tmp_path / "c.yaml")],
+                        "--cold-l2 is a diagnostic of the measured rows")):  # fmt: skip
+        try:
+            rc = main([*args, *extra])
+        except SystemExit as e:  # argparse refuses a bad option value
+            rc = e.code
+        assert rc == 2
+        assert msg in capsys.readouterr().err
+    assert not (tmp_path / "c.yaml").exists()
 
 
 def test_cli_refuses_to_overwrite_its_input(tmp_path: Path) -> None:

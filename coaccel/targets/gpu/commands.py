@@ -138,6 +138,16 @@ def _add_measured_options(g: Any) -> None:
         "docs/gpu_measured.md section 5)",
     )
     g.add_argument(
+        "--cold-l2",
+        type=_gpu_configs,
+        default=(),
+        metavar="CONFIGS",
+        help="with --measured: simulate the rows of these GPU configs (comma-separated, e.g. "
+        "a100_80g) with a cold L2, as timed after an L2 flush, instead of warm replays; a "
+        "diagnostic of how the L2 behaved when they were measured (docs/gpu_measured.md "
+        "section 4); not with --write-calibration",
+    )
+    g.add_argument(
         "--write-calibration",
         type=Path,
         default=None,
@@ -220,6 +230,9 @@ def run_measured(args: argparse.Namespace) -> int:
         write_measured_predictions,
     )
 
+    if args.cold_l2 and args.write_calibration is not None:
+        raise CoaccelError("--cold-l2 is a diagnostic of the measured rows; the calibration "
+                           "file is fitted with warm replays: drop one of the two")  # fmt: skip
     src = in_file(Path(args.measured), "--measured")
     cal_dest = None
     if args.write_calibration is not None:
@@ -241,12 +254,27 @@ def run_measured(args: argparse.Namespace) -> int:
         )
     run.progress(f"{len(table.rows)} measured rows from {src}")
     v = evaluate_measured(table, page_tokens=args.page_tokens, progress=run.progress,
-                          launch=args.launch, efficiency_form=args.efficiency)  # fmt: skip
+                          launch=args.launch, efficiency_form=args.efficiency,
+                          cold_l2=args.cold_l2)  # fmt: skip
     cal = derive_calibration(v) if cal_dest is not None else None
     paths = [write_measured_predictions(v, run.out)]
     if cal_dest is not None:
         paths.append(write_calibration(cal, cal_dest))
     return run.finish(paths, text=format_measured(v), doc=measured_doc(v))
+
+
+def _gpu_configs(text: str) -> tuple[str, ...]:
+    """``--cold-l2``: comma-separated GPU configs of the measured CSVs' GPUs."""
+    from .measured import GPU_CONFIGS
+
+    known = sorted(set(GPU_CONFIGS.values()))
+    names = tuple(t.strip() for t in text.split(","))
+    bad = [n for n in names if n not in known]
+    if not text.strip() or bad:
+        raise argparse.ArgumentTypeError(
+            f"{', '.join(bad) or repr(text)} not a GPU config; valid: {', '.join(known)}"
+        )
+    return names
 
 
 def _contexts(text: str) -> tuple[int, ...]:

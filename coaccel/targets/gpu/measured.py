@@ -404,6 +404,7 @@ class MeasuredValidation:
         launch: the launch form simulated (:data:`LAUNCH_FORMS`).
         efficiency_form: one efficiency per library or one per regime
             (:data:`EFFICIENCY_FORMS`).
+        cold_l2: configs whose rows were simulated with a cold L2.
     """
 
     table: MeasuredTable
@@ -422,6 +423,7 @@ class MeasuredValidation:
     notes: tuple[str, ...] = field(default_factory=tuple)
     launch: LaunchForm = DEFAULT_LAUNCH
     efficiency_form: EfficiencyForm = DEFAULT_EFFICIENCY_FORM
+    cold_l2: tuple[str, ...] = ()
 
 
 SimulateRow = Callable[[MeasuredRow, Any], RowSim]
@@ -504,6 +506,7 @@ def evaluate_measured(
     progress: Callable[[str], None] | None = None,
     launch: LaunchForm = DEFAULT_LAUNCH,
     efficiency_form: EfficiencyForm = DEFAULT_EFFICIENCY_FORM,
+    cold_l2: Sequence[str] = (),
 ) -> MeasuredValidation:
     """Simulate, calibrate and judge every row of a measured CSV (module docstring).
 
@@ -519,15 +522,26 @@ def evaluate_measured(
             :func:`library_launch_kind`) or ``flashdecode`` (the package's rule for every row).
         efficiency_form: ``single`` (one efficiency per library) or ``regime`` (one per
             regime and library).
+        cold_l2: configs whose rows are simulated with a cold L2 (as timed after an L2 flush)
+            instead of the warm replays; a diagnostic (docs/gpu_measured.md section 4).
 
     Returns:
         :class:`MeasuredValidation`.
+
+    Raises:
+        ValueError: an unknown launch or efficiency form, or a ``cold_l2`` name that is not a
+            config of :data:`GPU_CONFIGS`.
     """
     if launch not in LAUNCH_FORMS:
         raise ValueError(f"launch={launch!r}; valid: {', '.join(LAUNCH_FORMS)}")
     if efficiency_form not in EFFICIENCY_FORMS:
         raise ValueError(f"efficiency_form={efficiency_form!r}; valid: "
                          f"{', '.join(EFFICIENCY_FORMS)}")  # fmt: skip
+    known = sorted(set(GPU_CONFIGS.values()))
+    bad = [c for c in cold_l2 if c not in known]
+    if bad:
+        raise ValueError(f"cold_l2: {', '.join(bad)} not a GPU config; valid: {', '.join(known)}")
+    cold = tuple(sorted(set(cold_l2)))
     say = progress or (lambda _m: None)
     if load_arch is None:
         from coaccel.sim.gpu_mem import load_arch as _load
@@ -540,7 +554,7 @@ def evaluate_measured(
     ]
 
     def default_sim(r: MeasuredRow, a: Any, kind: str, cfg: str) -> RowSim:
-        return simulate_row(r, a, page_tokens=page_tokens, kind=kind,
+        return simulate_row(r, a, page_tokens=page_tokens, kind=kind, replayed=cfg not in cold,
                             compute_capability=COMPUTE_CAPABILITY.get(cfg, 80))  # fmt: skip
 
     sim_fn: Callable[[MeasuredRow, Any, str, str], RowSim] = (
@@ -579,6 +593,7 @@ def evaluate_measured(
         notes=tuple(notes),
         launch=launch,
         efficiency_form=efficiency_form,
+        cold_l2=cold,
     )
 
 

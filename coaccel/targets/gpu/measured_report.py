@@ -136,9 +136,10 @@ def format_measured(v: MeasuredValidation) -> str:
     for role in ("calibration", "held-out", "skipped"):
         if role in roles:
             out.append(f"  {role}: " + ", ".join(f"{g} ({n})" for g, n in roles[role].items()))
+    cold = f" (cold L2 on {', '.join(v.cold_l2)})" if v.cold_l2 else ""
     out.append(
-        f"  simulator: analytical tier, warm L2 for the replayed ops where the data fits, the "
-        f"CUDA-graph gap between kernels, paged KV of {v.page_tokens} tokens per block"
+        f"  simulator: analytical tier, warm L2 for the replayed ops where the data fits{cold}, "
+        f"the CUDA-graph gap between kernels, paged KV of {v.page_tokens} tokens per block"
     )
     launches = sorted({(p.row.library, p.sim.launch) for p in v.predictions
                        if p.sim is not None})  # fmt: skip
@@ -209,6 +210,7 @@ def measured_doc(v: MeasuredValidation) -> dict[str, Any]:
         "page_tokens": v.page_tokens,
         "launch": v.launch,
         "efficiency_form": v.efficiency_form,
+        "cold_l2": list(v.cold_l2),
         "coverage_target": v.coverage,
         "params": params,
         "halfwidths_log": {r: _finite(q) for r, q in v.halfwidths.items()},
