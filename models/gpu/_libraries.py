@@ -45,11 +45,16 @@ decode step (one query token per sequence, no causal mask, no sliding window, no
 
 :func:`plan_library_launch` returns the :class:`LibraryLaunch` (the split kernel's
 :class:`~._splitk.SplitPlan` and the combine kernel's form) of a :data:`LaunchKind`;
+:func:`sequence_launches` the launch of each request of a batch of mixed contexts
+(:func:`with_context`: a launch for one sequence of another length);
+:func:`library_launch_kind` what a library launches on a GPU config;
 ``"flashdecode"`` is the package's own rule. Not modelled: TensorRT-LLM's decode kernels (XQA,
 masked MHA with multi-block mode) and the libraries' kernel-side KV append and prologue kernels
 (a fixed cost per op, which the calibration's floor carries).
 
-Public: :data:`LAUNCH_KINDS`, :data:`LaunchKind`, :func:`fa2_num_splits`,
+Public: :data:`LAUNCH_KINDS`, :data:`LaunchKind`, :data:`COMPUTE_CAPABILITY`,
+:func:`library_launch_kind`, :func:`sequence_launches`, :func:`with_context`,
+:func:`fa2_num_splits`,
 :func:`fa3_num_splits`, :func:`fa3_dynamic_num_splits`, :func:`fa3_sm8x_tile`,
 :func:`fa3_sm90_tile`,
 :class:`LibraryLaunch`, :func:`plan_library_launch`.
@@ -57,6 +62,8 @@ Public: :data:`LAUNCH_KINDS`, :data:`LaunchKind`, :func:`fa2_num_splits`,
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -66,6 +73,7 @@ from ._splitk import DecodeShape, SplitPlan, plan_split_k
 from ._trace import CombineKind
 
 __all__ = [
+    "COMPUTE_CAPABILITY",
     "LAUNCH_KINDS",
     "LaunchKind",
     "LibraryLaunch",
@@ -74,12 +82,25 @@ __all__ = [
     "fa3_num_splits",
     "fa3_sm8x_tile",
     "fa3_sm90_tile",
+    "library_launch_kind",
     "plan_library_launch",
+    "sequence_launches",
+    "with_context",
 ]
 
 LaunchKind = Literal["flashdecode", "fa2_varlen", "fa2_kvcache", "fa3_sm8x", "fa3_sm90"]
 LAUNCH_KINDS: tuple[LaunchKind, ...] = get_args(LaunchKind)
 """The launch plans: the package's rule and the libraries' (module docstring)."""
+
+COMPUTE_CAPABILITY: Mapping[str, int] = {
+    "a100_40g": 80,
+    "a100_80g": 80,
+    "h100_sxm": 90,
+    "h200": 90,
+    "l40s": 89,
+}
+"""GPU config -> CUDA compute capability, major x 10 + minor ([CUDA-GUIDE]: 8.0 A100, 9.0
+H100/H200; [NV-ADA]: 8.9 Ada, the L40S): the kernels a library runs depend on it."""
 
 MAX_SPLITS = 128
 """The cap both FlashAttention heuristics take ([FA2-REPO], [FA3-REPO]: ``max_splits`` 128)."""
@@ -418,3 +439,116 @@ def plan_library_launch(
             raise ValueError(f"fa3_sm90: compute capability {compute_capability} is not 9.0")
         return _fa3_sm90(shape, n_sms)
     raise ValueError(f"launch kind {kind!r}; valid: {', '.join(LAUNCH_KINDS)}")
+
+
+def sequence_launches(
+    kind: LaunchKind,
+    contexts: Sequence[int],
+    q_heads: int,
+    kv_heads: int,
+    head_dim: int,
+    *,
+    n_sms: int,
+    compute_capability: int = 80,
+) -> dict[int, LibraryLaunch]:
+    """The launch of one request of each distinct context in a batch of mixed contexts.
+
+    The batch's launch is :func:`plan_library_launch` at the longest context (a varlen call
+    sizes its grid and static split bound by ``max_seqlen_k``). FlashAttention-2 gives every
+    sequence the batch's split count over its own tiles (a shorter one fills fewer splits, and
+    its combine walks those: [OURS], the source's combine also visits the empty ones);
+    FlashAttention-3 gives each its own :func:`fa3_dynamic_num_splits` over the batch's tiles.
+    The package's rule (``flashdecode``) gives every sequence the batch's split count and
+    always ends with its reduction kernel.
+
+    Args:
+        kind: the :data:`LaunchKind`. contexts: each request's KV length (tokens).
+        q_heads, kv_heads, head_dim: the attention's geometry.
+        n_sms: SMs. compute_capability: the GPU's (:data:`COMPUTE_CAPABILITY`).
+
+    Returns:
+        context -> the :class:`LibraryLaunch` of one sequence of that context (batch 1).
+    """
+    if not contexts or min(contexts) < 1:
+        raise ValueError("sequence_launches needs at least one context, each >= 1")
+    batch = plan_library_launch(
+        DecodeShape(len(contexts), max(contexts), q_heads, kv_heads, head_dim), kind,
+        n_sms=n_sms, compute_capability=compute_capability,
+    )  # fmt: skip
+    p = batch.plan
+    splits = {c: p.num_splits for c in contexts}
+    if kind in ("fa3_sm8x", "fa3_sm90") and batch.static_splits > 1:
+        m_blocks = p.mma_m // _fa3_block_m(p)
+        total = sum(m_blocks * -(-c // p.block_n) for c in contexts)
+        static = batch.static_splits
+        splits = {c: fa3_dynamic_num_splits(-(-c // p.block_n), total, kv_heads, n_sms, static)
+                  for c in set(contexts)}  # fmt: skip
+    return {c: with_context(batch, c, splits[c]) for c in sorted(set(contexts))}
+
+
+def with_context(
+    launch: LibraryLaunch, context: int, num_splits: int | None = None
+) -> LibraryLaunch:
+    """``launch`` for one sequence of ``context`` tokens: the same tile, CTA and combine form,
+    ``num_splits`` splits of whole tiles (None: the launch's own count; fewer where the
+    context has fewer tiles), and no combine kernel where that leaves one split (but for the
+    package's rule, which always ends with its reduction).
+
+    Args:
+        launch: a :class:`LibraryLaunch`. context: tokens (>= 1). num_splits: splits (>= 1).
+
+    Returns:
+        The :class:`LibraryLaunch` of batch 1.
+    """
+    p = launch.plan
+    s = p.shape
+    one = DecodeShape(1, context, s.q_heads, s.kv_heads, s.head_dim)
+    plan = _plan(one, p.block_n, num_splits or p.num_splits, p.mma_m, p.threads_per_cta,
+                 p.n_stages)  # fmt: skip
+    if launch.combine == "none" or (plan.num_splits == 1 and launch.kind != "flashdecode"):
+        return LibraryLaunch(launch.kind, plan, "none", 1, launch.static_splits)
+    return dataclasses.replace(launch, plan=plan)
+
+
+def _fa3_block_m(plan: SplitPlan) -> int:
+    """FlashAttention-3's query tile of a plan (its ``mma_m`` is the tile times the query
+    tiles of a KV head's packed rows)."""
+    g = plan.shape.group
+    for bm in (192, 128, 64):
+        if plan.mma_m == bm * -(-g // bm):
+            return bm
+    raise ValueError(f"mma_m={plan.mma_m} is not a FlashAttention-3 tile for G={g}")
+
+
+def library_launch_kind(library: str, config: str) -> LaunchKind:
+    """What a kernel library launches for a decode step on a GPU config (a
+    :data:`LaunchKind`), by what the library is:
+
+    * vLLM's ``vllm_flash_attn`` runs FlashAttention-2 except on Hopper, where it runs
+      FlashAttention-3 ([VLLM-REPO] ``vllm/attention/utils/fa_utils.py``), through
+      ``flash_attn_varlen_func``: ``fa2_varlen`` on compute capability 8.x, ``fa3_sm90`` on
+      9.0;
+    * SGLang's ``flash_attention`` backend runs sgl-kernel's FlashAttention-3, built for
+      sm80/sm86/sm89 and sm90a ([SGL-KERNEL]): ``fa3_sm8x`` on 8.x, ``fa3_sm90`` on 9.0;
+    * vidur's sarathi ``FLASH_ATTENTION`` wrapper calls ``vllm_flash_attn``'s
+      ``flash_attn_with_kvcache`` ([SARATHI-REPO]), FlashAttention-2: ``fa2_kvcache`` on 8.x
+      and 9.0 (FlashAttention-2 runs its Ampere kernels on Hopper);
+    * anything else takes the package's own rule, ``flashdecode`` (TensorRT-LLM's decode
+      kernels are not modelled), as does a library on a GPU outside these.
+
+    Args:
+        library: the library key (the measured CSV's ``kernel`` column, lower case).
+        config: the GPU's config name (:data:`COMPUTE_CAPABILITY`).
+
+    Returns:
+        The launch kind.
+    """
+    cc = COMPUTE_CAPABILITY.get(config, 0)
+    ampere_ada, hopper = 80 <= cc < 90, cc == 90
+    if library.startswith("vllm-") and library.endswith(":vllm_flash_attn"):
+        return "fa2_varlen" if ampere_ada else "fa3_sm90" if hopper else "flashdecode"
+    if library.startswith("sglang-") and library.endswith(":flash_attention"):
+        return "fa3_sm8x" if ampere_ada else "fa3_sm90" if hopper else "flashdecode"
+    if library.startswith("vidur-") and library.endswith("flash_attention"):
+        return "fa2_kvcache" if ampere_ada or hopper else "flashdecode"
+    return "flashdecode"

@@ -44,11 +44,14 @@ step is then run again with each attention op at its calibrated time, its lower 
 bound (the op's kernels scaled alike, the mode's own gaps kept), so the TPOT interval sums
 attention's bounds over every layer: the same library on the same GPU, fully correlated errors.
 The other kernels (GEMMs, norms, RoPE and KV append, sampling) and the host stay point estimates:
-no measured data covers them. A custom ``attention`` (FFD, NOSA) and MLA are not calibrated.
+no measured data covers them. With a library named, its attention is launched as that library
+launches it (:func:`library_attention`), so its fit is applied to the kernel it was fitted on;
+with the pooled fit, the package's own launch. A custom ``attention`` (FFD, NOSA) and MLA are
+not calibrated.
 
 Public: :class:`ExecMode`, :data:`EXEC_MODES`, :class:`StepKernel`, :class:`DecodeStep`,
 :class:`CalibratedAttention`, :class:`CalibratedStep`, :data:`CALIBRATION_NOTE`,
-:func:`decode_step`.
+:func:`decode_step`, :func:`flash_attention`, :func:`library_attention`.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 
@@ -67,13 +70,23 @@ from coaccel.spine.workload import ModelShape
 from ..common import offchip
 from .analytical import scale_traffic
 from .config import GpuArchConfig
-from .intervals import calibrated, fitted_config, load_calibration, op_seconds, regime_of
+from .intervals import (
+    calibrated,
+    fitted_config,
+    library_key,
+    load_calibration,
+    op_seconds,
+    regime_of,
+)
 from .timing import kernel_time
 from .traffic import KernelTraffic
 
+if TYPE_CHECKING:
+    from coaccel.models.gpu import LaunchKind, LibraryLaunch
+
 __all__ = ["CALIBRATION_NOTE", "EXEC_MODES", "AttentionFn", "CalibratedAttention",
            "CalibratedStep", "DecodeStep", "ExecMode", "StepKernel", "decode_step",
-           "flash_attention"]  # fmt: skip
+           "flash_attention", "library_attention"]  # fmt: skip
 
 AttentionFn = Callable[[GpuArchConfig, int, int, int, tuple[int, ...]], Sequence[KernelTraffic]]
 """One layer's attention for a step: ``fn(arch, q_heads, kv_heads, head_dim, contexts)`` ->
@@ -200,6 +213,8 @@ class CalibratedStep:
     Attributes:
         batch: requests (output tokens per step).
         library: the kernel library whose fit is used (``""``: the pooled fit).
+        launch: the attention's launch (:data:`coaccel.models.gpu.LaunchKind`: the library's
+            own, or ``flashdecode``, the package's).
         gpu_config: the fitted config the GPU is (in-fit half-widths), or ``""`` (a GPU the
             fit did not see: held-out half-widths).
         attention: one :class:`CalibratedAttention` per layer kind.
@@ -210,6 +225,7 @@ class CalibratedStep:
 
     batch: int
     library: str
+    launch: str
     gpu_config: str
     attention: tuple[CalibratedAttention, ...]
     step_s: float
@@ -378,15 +394,97 @@ def flash_attention(
     for c, n in sorted(Counter(contexts).items()):
         ref = min(c, max(_REF_TOKENS, 128 * splits))
         per = _attention_ref(arch, q_heads, kv_heads, head_dim, ref, splits)
-        scaled = [
-            scale_traffic(k, n * (c / ref if i == 0 else 1.0), ctas_factor=n)
-            for i, k in enumerate(per)
-        ]
+        scaled = [_requests(k, n, c / ref if i == 0 else 1.0) for i, k in enumerate(per)]
         merged = (
             scaled if merged is None else [_add(a, b) for a, b in zip(merged, scaled, strict=True)]
         )
     assert merged is not None
     return [dataclasses.replace(k, name=f"attention_{k.name}") for k in merged]
+
+
+@lru_cache(maxsize=512)
+def _library_ref(arch: GpuArchConfig, launch: LibraryLaunch) -> tuple[KernelTraffic, ...]:
+    """The traffic of one request's library launch (cached)."""
+    from coaccel.models.gpu import split_k_trace
+
+    from .traffic import kernel_traffic
+
+    trace = split_k_trace(launch.plan, combine=launch.combine,
+                          combine_rows_per_cta=launch.combine_rows_per_cta,
+                          combine_stages=max(launch.combine_stages, 1))  # fmt: skip
+    return tuple(kernel_traffic(trace, arch, fidelity="analytical"))
+
+
+def library_attention(kind: str, compute_capability: int) -> AttentionFn:
+    """Each layer's attention launched as a kernel library launches it
+    (:func:`coaccel.models.gpu.sequence_launches`: FlashAttention-2's or -3's split count,
+    tile, CTA and combine kernel for each request of the batch), an :data:`AttentionFn`.
+
+    A request longer than ``max(2048, block_n x its splits)`` tokens is traced at that length and
+    its split kernel's traffic scaled to its context, as :func:`flash_attention` does. The
+    requests' split kernels are one launch, and so are their combine kernels (a request with
+    one split adds none).
+
+    Args:
+        kind: a :data:`coaccel.models.gpu.LaunchKind` other than ``flashdecode``.
+        compute_capability: the GPU's (major x 10 + minor).
+
+    Returns:
+        The attention function.
+    """
+    from coaccel.models.gpu import LAUNCH_KINDS
+
+    valid = [k for k in LAUNCH_KINDS if k != "flashdecode"]
+    if kind not in valid:
+        raise ValueError(f"kind={kind!r}; valid: {', '.join(valid)}")
+    lk = cast("LaunchKind", kind)
+
+    def attention(arch: GpuArchConfig, q_heads: int, kv_heads: int, head_dim: int,
+                  contexts: tuple[int, ...]) -> list[KernelTraffic]:  # fmt: skip
+        return _library_attention(arch, lk, compute_capability, q_heads, kv_heads, head_dim,
+                                  contexts)  # fmt: skip
+
+    return attention
+
+
+def _library_attention(
+    arch: GpuArchConfig,
+    kind: LaunchKind,
+    cc: int,
+    q_heads: int,
+    kv_heads: int,
+    head_dim: int,
+    contexts: Sequence[int],
+) -> list[KernelTraffic]:
+    from coaccel.models.gpu import sequence_launches, with_context
+
+    launches = sequence_launches(kind, list(contexts), q_heads, kv_heads, head_dim,
+                                 n_sms=arch.sm.count, compute_capability=cc)  # fmt: skip
+    split: KernelTraffic | None = None
+    combine: KernelTraffic | None = None
+    for c, n in sorted(Counter(contexts).items()):
+        launch = launches[c]
+        p = launch.plan
+        ref = min(c, max(_REF_TOKENS, p.block_n * p.num_splits))
+        if ref < c:  # the same splits over fewer tokens (ref >= block_n x splits)
+            launch = with_context(launch, ref)
+        per = _library_ref(arch, launch)
+        k0 = _requests(per[0], n, c / ref)
+        split = k0 if split is None else _add(split, k0)
+        if len(per) > 1:
+            k1 = _requests(per[1], n, 1.0)
+            combine = k1 if combine is None else _add(combine, k1)
+    assert split is not None
+    out = [split] if combine is None else [split, combine]
+    return [dataclasses.replace(k, name=f"attention_{k.name}") for k in out]
+
+
+def _requests(kt: KernelTraffic, n: int, length: float) -> KernelTraffic:
+    """``n`` requests' launch of a kernel traced for one, each ``length`` times as long: the
+    grid and traffic grow by ``n x length``, a CTA's chain of dependent loads by ``length`` only
+    (the requests' CTAs run side by side)."""
+    out = scale_traffic(kt, n * length, ctas_factor=n)
+    return dataclasses.replace(out, chain_seconds=kt.chain_seconds * length)
 
 
 def _add(a: KernelTraffic, b: KernelTraffic) -> KernelTraffic:
@@ -589,7 +687,11 @@ def decode_step(
             :func:`flash_attention`, the only one calibrated).
         library: the kernel library whose fit calibrates the attention (a key of the
             calibration's ``libraries``, e.g. ``"vllm-0.14.0:vllm_flash_attn"``; None: the
-            pooled fit).
+            pooled fit). Without ``attention``, the attention is also launched as that library
+            launches it on this GPU (:func:`library_attention`, by
+            :func:`coaccel.models.gpu.library_launch_kind` of the GPU's config name), the launch
+            its fit was made with; the package's launch where the library's kernels on this GPU
+            are not modelled.
 
     Returns:
         :class:`DecodeStep` (with :attr:`DecodeStep.calibrated`).
@@ -599,6 +701,15 @@ def decode_step(
     """
     if library is not None:
         load_calibration().fit(library)
+    attention_fn: AttentionFn = attention or flash_attention
+    launch = "flashdecode"
+    if attention is None and library is not None and not model.is_mla:
+        from coaccel.models.gpu import COMPUTE_CAPABILITY, library_launch_kind
+
+        name = fitted_config(arch) or arch.name
+        launch = library_launch_kind(library_key(library), name)
+        if launch != "flashdecode":
+            attention_fn = library_attention(launch, COMPUTE_CAPABILITY[name])
     if isinstance(contexts, int | np.integer):
         ctx = [int(contexts)] * (1 if batch is None else int(batch))
     else:
@@ -619,8 +730,7 @@ def decode_step(
     ]
     ops: list[tuple[str, int, list[int]]] = []  # (layer kind, layers, its attention kernels)
     for kind, n, moe, c in _layer_kinds(model, ctx):
-        layer = _layer(arch, model, kind, moe, c, weight_bytes, mode.fused,
-                       attention or flash_attention)  # fmt: skip
+        layer = _layer(arch, model, kind, moe, c, weight_bytes, mode.fused, attention_fn)
         ops.append((kind, n, [len(items) + i for i, (cls, _) in enumerate(layer)
                               if cls == "attention"]))  # fmt: skip
         items.extend((cls, kt, n) for cls, kt in layer)
@@ -647,7 +757,7 @@ def decode_step(
         cal, note = None, ("no calibrated interval: MLA attention is not among the measured "
                            "decode-attention kernels")  # fmt: skip
     else:
-        cal = _calibrate(arch, mode, gap, items, kernels, ops, library, b)
+        cal = _calibrate(arch, mode, gap, items, kernels, ops, library, b, launch)
         note = CALIBRATION_NOTE
     return DecodeStep(
         arch=arch.name, mode=mode.name, batch=b, contexts=tuple(c - 1 for c in ctx),
@@ -668,6 +778,7 @@ def _calibrate(
     ops: Sequence[tuple[str, int, list[int]]],
     library: str | None,
     batch: int,
+    launch: str,
 ) -> CalibratedStep:
     """Calibrate each layer kind's attention op and run the step with every op at its
     calibrated time, its lower and its upper bound (module docstring).
@@ -699,7 +810,7 @@ def _calibrate(
         for secs in runs
     ]  # fmt: skip
     return CalibratedStep(
-        batch=batch, library=library or "",
+        batch=batch, library=library_key(library) if library else "", launch=launch,
         gpu_config=cfg, attention=tuple(out), step_s=walls[0], step_lower_s=walls[1],
         step_upper_s=walls[2],
     )  # fmt: skip

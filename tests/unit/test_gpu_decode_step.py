@@ -165,6 +165,60 @@ def test_calibrated_attention_interval(a100):
         decode_step(a100, m, 512, 1, library="xformers")
 
 
+def test_a_library_is_launched_as_it_launches(a100):
+    """``library=``: the attention is that library's launch on the GPU (the one its fit was
+    made on), the pooled fit keeps the package's; the requests' kernels equal the batch's
+    launch traced whole."""
+    from coaccel.models.gpu import DecodeShape, plan_library_launch, split_k_trace
+    from coaccel.sim.gpu_mem.decode_step import library_attention
+    from coaccel.sim.gpu_mem.traffic import kernel_traffic
+
+    m = _model("meta-llama-3-8b").shape
+    h200 = load_arch("h200")
+    want = {
+        (a100, "vllm-0.14.0:vllm_flash_attn"): "fa2_varlen",
+        (a100, "sglang-0.5.10:flash_attention"): "fa3_sm8x",
+        (h200, "vllm-0.14.0:vllm_flash_attn"): "fa3_sm90",
+        (a100, "trtllm-1.3.0rc20:torch_flow"): "flashdecode",  # its kernels: not modelled
+        (a100, None): "flashdecode",
+    }
+    for (arch, lib), kind in want.items():
+        s = decode_step(arch, m, 4096, 16, library=lib)
+        assert s.calibrated is not None and s.calibrated.launch == kind
+        names = [k.name for k in s.kernels if k.cls == "attention"]
+        assert names[0] == "attention_flash_decode_split"
+    # the package's launch has its reduction kernel; FlashAttention-3's batch 16 x 4K: one
+    # split per sequence, so no combine kernel
+    sgl = decode_step(a100, m, 4096, 16, library="sglang-0.5.10:flash_attention")
+    assert [k.name for k in sgl.kernels if k.cls == "attention"] == ["attention_flash_decode_split"]
+    # the traced requests add up to the batch's launch traced whole (below the traced length)
+    for kind in ("fa2_varlen", "fa3_sm8x", "fa2_kvcache"):
+        launch = plan_library_launch(DecodeShape(4, 1024, 32, 8), kind, n_sms=108)
+        whole = kernel_traffic(split_k_trace(launch.plan, combine=launch.combine,
+                                             combine_rows_per_cta=launch.combine_rows_per_cta,
+                                             combine_stages=max(launch.combine_stages, 1)),
+                               a100, fidelity="analytical")  # fmt: skip
+        got = library_attention(kind, 80)(a100, 32, 8, 128, (1024,) * 4)
+        assert len(got) == len(whole)
+        for w, g in zip(whole, got, strict=True):
+            for f in ("ctas", "sector_requests", "l2_hits", "dram_read_bytes", "dram_write_bytes",
+                      "tensor_flop", "chain_seconds"):  # fmt: skip
+                assert getattr(g, f) == pytest.approx(getattr(w, f), rel=1e-12), (kind, f)
+    with pytest.raises(ValueError, match="kind='flashdecode'; valid: fa2_varlen"):
+        library_attention("flashdecode", 80)
+
+
+def test_parallel_requests_do_not_lengthen_a_ctas_chain(a100):
+    """n requests of one context run their CTAs side by side: the reduction's chain of
+    dependent loads is one request's, not n times it."""
+    from coaccel.sim.gpu_mem.decode_step import flash_attention
+
+    one = flash_attention(a100, 32, 8, 128, (1024,))
+    many = flash_attention(a100, 32, 8, 128, (1024,) * 16)
+    assert [k.chain_seconds for k in many] == [k.chain_seconds for k in one]
+    assert many[1].ctas == 16 * one[1].ctas  # ... though 16 times its CTAs
+
+
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "COACCEL_DEBUG"}
     return subprocess.run([sys.executable, "-m", "coaccel.cli", *args], capture_output=True,
@@ -203,3 +257,11 @@ def test_command():
     assert r.returncode == 2 and "not both" in r.stderr
     r = run_cli("gpu-step", "llama-3.1-8b", "--gpu", "h200", "--weight-bytes", "nan")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "0.25..4" in r.stderr
+    r = run_cli("gpu-step", "llama-3.1-8b", "--gpu", "h200", "--batch", "2", "--library",
+                "VLLM-0.14.0:vllm_flash_attn", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    cal = json.loads(r.stdout)["steps"][0]["calibrated"]
+    assert (cal["library"], cal["launch"]) == ("vllm-0.14.0:vllm_flash_attn", "fa3_sm90")
+    r = run_cli("gpu-step", "llama-3.1-8b", "--gpu", "h200", "--library", "xformers")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "--library: no calibrated kernel library 'xformers'" in r.stderr

@@ -20,7 +20,9 @@ from coaccel.models.gpu import (
     fa3_sm8x_tile,
     fa3_sm90_tile,
     plan_library_launch,
+    sequence_launches,
     split_k_trace,
+    with_context,
 )
 from coaccel.sim.gpu_mem import load_arch, simulate
 from coaccel.targets.gpu import measured as mm
@@ -263,6 +265,45 @@ def test_fa3_sm90_launch_plans() -> None:
     big = plan_library_launch(DecodeShape(64, 4096, 32, 8), "fa3_sm90", n_sms=n,
                               compute_capability=90)  # fmt: skip
     assert (big.static_splits, big.plan.num_splits, big.combine) == (14, 1, "none")
+
+
+def test_sequence_launches_of_a_mixed_batch() -> None:
+    kinds = (("fa2_varlen", 80, 108), ("fa2_kvcache", 80, 108), ("fa3_sm8x", 80, 108),
+             ("fa3_sm90", 90, 132), ("flashdecode", 80, 108))  # fmt: skip
+    for kind, cc, n in kinds:
+        # one context: every sequence is the batch's launch
+        batch = plan_library_launch(DecodeShape(16, 4096, 32, 8), kind, n_sms=n,  # type: ignore[arg-type]
+                                    compute_capability=cc)  # fmt: skip
+        (one,) = sequence_launches(kind, [4096] * 16, 32, 8, 128, n_sms=n,  # type: ignore[arg-type]
+                                   compute_capability=cc).values()  # fmt: skip
+        p, q = one.plan, batch.plan
+        assert (p.num_splits, p.split_tokens, p.block_n, p.mma_m, p.threads_per_cta) == (
+            q.num_splits, q.split_tokens, q.block_n, q.mma_m, q.threads_per_cta)  # fmt: skip
+        assert one.combine == batch.combine and p.shape.batch == 1
+    # FlashAttention-3: each sequence its own split count over the batch's tiles; the
+    # static bound takes the longest context (64 tiles of 128 at 8K, 8 CTAs per split: 15)
+    ctx = [512, 2048, 8192]
+    got = sequence_launches("fa3_sm90", ctx, 32, 8, 128, n_sms=132, compute_capability=90)
+    total = sum(-(-c // 128) for c in ctx)  # 4 + 16 + 64 tiles, one query tile each
+    static = fa3_num_splits(8, 132, 64, 1, 8192 * 256 * 2)
+    for c in ctx:
+        want = fa3_dynamic_num_splits(-(-c // 128), total, 8, 132, static)
+        assert got[c].plan.num_splits == min(want, -(-c // 128))
+        assert got[c].combine == ("pipelined" if got[c].plan.num_splits > 1 else "none")
+    assert got[512].plan.num_splits < got[8192].plan.num_splits
+    # FlashAttention-2: the batch's split count over each sequence's own tiles
+    fa2 = sequence_launches("fa2_varlen", ctx, 32, 8, 128, n_sms=108)
+    b = plan_library_launch(DecodeShape(3, 8192, 32, 8), "fa2_varlen", n_sms=108)
+    assert fa2[8192].plan.num_splits == b.plan.num_splits
+    assert b.plan.num_splits >= 4 and fa2[512].plan.num_splits == 4  # its own 4 tiles
+    # the package's rule always ends with its reduction, even with one split
+    pkg = sequence_launches("flashdecode", [64], 32, 8, 128, n_sms=108)[64]
+    assert (pkg.plan.num_splits, pkg.combine) == (1, "rows")
+    # a launch for a shorter sequence keeps tile and CTA; one split drops the combine
+    short = with_context(got[8192], 128)
+    assert (short.plan.num_splits, short.combine, short.plan.block_n) == (1, "none", 128)
+    with pytest.raises(ValueError, match="at least one context"):
+        sequence_launches("fa2_varlen", [], 32, 8, 128, n_sms=108)
 
 
 # -- which library launches what ---------------------------------------------------------------

@@ -90,6 +90,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from coaccel.models.gpu import COMPUTE_CAPABILITY, library_launch_kind
 from coaccel.spine.errors import CoaccelError
 from coaccel.targets.gpu._measured_csv import (
     DTYPES,
@@ -160,15 +161,6 @@ NEVER_FITTED = frozenset({"h100_sxm", "h200"})
 """Configs whose rows are never fitted (Hopper: predicted from datasheets and microbenchmarks
 alone, held out)."""
 
-COMPUTE_CAPABILITY: Mapping[str, int] = {
-    "a100_40g": 80,
-    "a100_80g": 80,
-    "h100_sxm": 90,
-    "h200": 90,
-    "l40s": 89,
-}
-"""Config -> CUDA compute capability, major x 10 + minor ([CUDA-GUIDE]: 8.0 A100, 9.0
-H100/H200; [NV-ADA]: 8.9 Ada, the L40S): the kernels a library runs depend on it."""
 
 LaunchForm = Literal["library", "flashdecode"]
 LAUNCH_FORMS: tuple[LaunchForm, ...] = ("library", "flashdecode")
@@ -229,39 +221,6 @@ def _block_n(row: MeasuredRow, arch: Any) -> int:
         if 16 * row.head_dim * elem + 2 * bn * row.head_dim * elem <= room:
             return bn
     return min(BLOCK_N_CHOICES)
-
-
-def library_launch_kind(library: str, config: str) -> str:
-    """What a kernel library launches for a decode step on a GPU (a
-    :data:`coaccel.models.gpu.LaunchKind`), by what the library is:
-
-    * vLLM's ``vllm_flash_attn`` runs FlashAttention-2 except on Hopper, where it runs
-      FlashAttention-3 ([VLLM-REPO] ``vllm/attention/utils/fa_utils.py``), through
-      ``flash_attn_varlen_func``: ``fa2_varlen`` on compute capability 8.x, ``fa3_sm90`` on
-      9.0;
-    * SGLang's ``flash_attention`` backend runs sgl-kernel's FlashAttention-3, built for
-      sm80/sm86/sm89 and sm90a ([SGL-KERNEL]): ``fa3_sm8x`` on 8.x, ``fa3_sm90`` on 9.0;
-    * vidur's sarathi ``FLASH_ATTENTION`` wrapper calls ``vllm_flash_attn``'s
-      ``flash_attn_with_kvcache`` ([SARATHI-REPO]), FlashAttention-2: ``fa2_kvcache`` on 8.x
-      and 9.0 (FlashAttention-2 runs its Ampere kernels on Hopper);
-    * anything else takes the package's own rule, ``flashdecode`` (TensorRT-LLM's decode
-      kernels are not modelled), as does a library on a GPU outside these.
-
-    Args:
-        library: the library key (``MeasuredRow.library``). config: the GPU's config.
-
-    Returns:
-        The launch kind.
-    """
-    cc = COMPUTE_CAPABILITY.get(config, 0)
-    ampere_ada, hopper = 80 <= cc < 90, cc == 90
-    if library.startswith("vllm-") and library.endswith(":vllm_flash_attn"):
-        return "fa2_varlen" if ampere_ada else "fa3_sm90" if hopper else "flashdecode"
-    if library.startswith("sglang-") and library.endswith(":flash_attention"):
-        return "fa3_sm8x" if ampere_ada else "fa3_sm90" if hopper else "flashdecode"
-    if library.startswith("vidur-") and library.endswith("flash_attention"):
-        return "fa2_kvcache" if ampere_ada or hopper else "flashdecode"
-    return "flashdecode"
 
 
 def decode_trace(

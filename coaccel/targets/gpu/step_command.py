@@ -23,6 +23,7 @@ examples:
   coaccel gpu-step llama-3.1-8b --gpu h200 --batch 16 --context 16384
   coaccel gpu-step llama-3.1-8b --gpu a100_80g --contexts 512,4096,16384 --mode all
   coaccel gpu-step my_model.yaml --gpu h100_sxm --batch 1 --context 2048 --json
+  coaccel gpu-step llama-3.1-8b --gpu a100_80g --batch 16 --library vllm-0.14.0:vllm_flash_attn
 """
 
 MODES = ("graph", "eager", "python")
@@ -64,6 +65,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--weight-bytes", type=_weight_bytes, default=2.0, metavar="B",
                    help="bytes per weight element, 0.25..4 (2 bf16, 1 FP8, 0.5625 4-bit "
                    "with scales)")  # fmt: skip
+    p.add_argument("--library", default=None, metavar="KEY",
+                   help="calibrate the attention with this kernel library's fit and launch it "
+                   "as that library does on the GPU (a library of the shipped calibration, "
+                   "e.g. vllm-0.14.0:vllm_flash_attn; default: the pooled fit and the "
+                   "package's launch; docs/gpu_step.md)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the steps as JSON")
     p.set_defaults(func=run, command="gpu-step")
 
@@ -84,7 +90,7 @@ def _contexts(args: argparse.Namespace, scenario: Any) -> list[int]:
 
     if args.contexts is not None:
         if args.batch is not None or args.context is not None:
-            raise CoaccelError("gpu-step: give --contexts, or --batch and --context, not both")
+            raise CoaccelError("give --contexts, or --batch and --context, not both")
         out = []
         for t in comma_list(args.contexts, "--contexts"):
             try:
@@ -93,7 +99,7 @@ def _contexts(args: argparse.Namespace, scenario: Any) -> list[int]:
                 v = 0
             if not 1 <= v <= 2**24:
                 raise CoaccelError(
-                    f"gpu-step: --contexts entry {t!r} is not a token count in 1..16777216"
+                    f"--contexts entry {t!r} is not a token count in 1..16777216"
                 )
             out.append(v)
         return out
@@ -115,6 +121,7 @@ def _calibrated_doc(step: Any) -> dict[str, Any] | None:
         "tokens_per_s_lower": tok[1], "tokens_per_s_upper": tok[2],
         "attention_ms": att[0] * 1e3, "attention_ms_lower": att[1] * 1e3,
         "attention_ms_upper": att[2] * 1e3, "library": c.library or "(pooled)",
+        "launch": c.launch,
         "half_widths": "in-fit" if c.gpu_config else "held-out",
         "attention": [
             {"layers": a.layers, "count": a.count, "regime": a.regime, "sim_us": a.sim_s * 1e6,
@@ -148,8 +155,8 @@ def _calibrated_text(steps: list[Any]) -> list[str]:
     where = (f"{c.gpu_config}, a GPU in the fit" if c.gpu_config
              else f"{steps[0].arch}, a GPU the fit did not see: held-out widths")  # fmt: skip
     regimes = "/".join(sorted({a.regime for a in c.attention}))
-    head = (f"attention calibrated on measured ops ({c.library or 'pooled fit'}; {where}; "
-            f"regime {regimes}), 90 % intervals:")  # fmt: skip
+    head = (f"attention calibrated on measured ops ({c.library or 'pooled fit'}, launch "
+            f"{c.launch}; {where}; regime {regimes}), 90 % intervals:")  # fmt: skip
     cols = f"{'mode':<8}{'TPOT ms [90 % interval]':>30}{'tokens/s [90 % interval]':>32}"
     lines = ["", *textwrap.wrap(head, 100), cols]
     for s in steps:
@@ -201,12 +208,20 @@ def run(args: argparse.Namespace) -> int:
     from coaccel.sim.gpu_mem.decode_step import decode_step
     from coaccel.spine.workload import load_workload
 
+    if args.library is not None:
+        from coaccel.sim.gpu_mem.intervals import load_calibration
+        from coaccel.spine.errors import CoaccelError
+
+        try:
+            load_calibration().fit(args.library)
+        except ValueError as e:
+            raise CoaccelError(f"--library: {e}") from None
     wl = load_workload(args.model)
     ctx = _contexts(args, wl.scenario)
     arch = load_arch(args.gpu)
     modes = MODES if args.mode == "all" else (args.mode,)
-    steps = [decode_step(arch, wl.model, ctx, mode=m, weight_bytes=args.weight_bytes)
-             for m in modes]  # fmt: skip
+    steps = [decode_step(arch, wl.model, ctx, mode=m, weight_bytes=args.weight_bytes,
+                         library=args.library) for m in modes]  # fmt: skip
     if args.json:
         json.dump({"model": wl.label, "steps": [_doc(s) for s in steps]}, sys.stdout, indent=1)
         sys.stdout.write("\n")
