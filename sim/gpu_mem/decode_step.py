@@ -662,6 +662,23 @@ def _run(kts: Sequence[tuple[int, float]], host_us: float, gap_s: float, step_ho
     return busy, host, max(end, host)
 
 
+def _attention_of(
+    arch: GpuArchConfig, model: ModelShape, attention: AttentionFn | None, library: str | None
+) -> tuple[AttentionFn, str]:
+    """The step's attention and its launch kind: a given ``attention``; else the library's own
+    launch on this GPU where it is modelled (dense attention only); else the package's."""
+    if attention is not None:
+        return attention, "flashdecode"
+    if library is not None and not model.is_mla:
+        from coaccel.models.gpu import COMPUTE_CAPABILITY, library_launch_kind
+
+        name = fitted_config(arch) or arch.name
+        launch = library_launch_kind(library_key(library), name)
+        if launch != "flashdecode":
+            return library_attention(launch, COMPUTE_CAPABILITY[name]), launch
+    return flash_attention, "flashdecode"
+
+
 def decode_step(
     arch: GpuArchConfig,
     model: ModelShape,
@@ -701,15 +718,7 @@ def decode_step(
     """
     if library is not None:
         load_calibration().fit(library)
-    attention_fn: AttentionFn = attention or flash_attention
-    launch = "flashdecode"
-    if attention is None and library is not None and not model.is_mla:
-        from coaccel.models.gpu import COMPUTE_CAPABILITY, library_launch_kind
-
-        name = fitted_config(arch) or arch.name
-        launch = library_launch_kind(library_key(library), name)
-        if launch != "flashdecode":
-            attention_fn = library_attention(launch, COMPUTE_CAPABILITY[name])
+    attention_fn, launch = _attention_of(arch, model, attention, library)
     if isinstance(contexts, int | np.integer):
         ctx = [int(contexts)] * (1 if batch is None else int(batch))
     else:
