@@ -7,6 +7,7 @@ what (coaccel.targets.gpu.measured)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -342,3 +343,13 @@ def test_measured_rows_are_simulated_as_their_library_launches() -> None:
     assert own.num_splits == 64
     # 128 splits merged one after the other: the library's op takes longer
     assert lib.sim_us > own.sim_us + 10
+    # on Hopper vLLM runs FlashAttention-3: its own launch there, simulated end to end
+    h200 = load_arch("h200")
+    hop = dataclasses.replace(row, gpu="H200")
+    kind = mm.library_launch_kind(hop.library, "h200")
+    sim = mm.simulate_row(hop, h200, kind=kind, compute_capability=mm.COMPUTE_CAPABILITY["h200"])
+    want = plan_library_launch(DecodeShape(1, 16384, 8, 1), "fa3_sm90", n_sms=h200.sm.count,
+                               compute_capability=90)  # fmt: skip
+    assert (sim.launch, sim.num_splits, sim.block_n) == (
+        "fa3_sm90", want.plan.num_splits, 128)  # fmt: skip
+    assert sim.sim_us > 0
