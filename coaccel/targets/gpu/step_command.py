@@ -98,9 +98,7 @@ def _contexts(args: argparse.Namespace, scenario: Any) -> list[int]:
             except ValueError:
                 v = 0
             if not 1 <= v <= 2**24:
-                raise CoaccelError(
-                    f"--contexts entry {t!r} is not a token count in 1..16777216"
-                )
+                raise CoaccelError(f"--contexts entry {t!r} is not a token count in 1..16777216")
             out.append(v)
         return out
     decode = scenario is not None and scenario.phase == "decode"
