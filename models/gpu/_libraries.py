@@ -355,30 +355,34 @@ def _fa2(shape: DecodeShape, n_sms: int, *, varlen: bool) -> LibraryLaunch:
 def _fa3_sm8x(shape: DecodeShape, n_sms: int, *, sm86_or_89: bool) -> LibraryLaunch:
     d = shape.head_dim
     bm_h, bn_h, _, _ = fa3_sm8x_tile(d, sm86_or_89=sm86_or_89, varlen_and_split=True)
-    static, _ = _fa3_split_counts(shape, n_sms, (bm_h, bn_h), (bm_h, bn_h))
+    static = _fa3_static(shape, n_sms, bm_h, bn_h)
     bm, bn, warps, stages = fa3_sm8x_tile(d, sm86_or_89=sm86_or_89, varlen_and_split=static > 1)
-    _, splits = _fa3_split_counts(shape, n_sms, (bm_h, bn_h), (bm, bn))
+    (splits,) = _fa3_dynamic([shape.context] * shape.batch, shape, n_sms, bm, bn, static).values()
     plan = _plan(shape, bn, splits, bm * -(-shape.group // bm), 32 * warps, stages)
     return _fa3_launch("fa3_sm8x", shape, plan, static)
 
 
-def _fa3_split_counts(
-    shape: DecodeShape, n_sms: int, static_tile: tuple[int, int], tile: tuple[int, int]
-) -> tuple[int, int]:
-    """FlashAttention-3's static bound (over the tile the heuristic assumes) and the split
-    count of a varlen call's sequences (over the tile the kernel runs), module docstring."""
-    d, g = shape.head_dim, shape.group
-    bm_h, bn_h = static_tile
-    m_blocks = -(-g // bm_h)
-    size_one_kv_head = shape.context * 2 * d * 2
-    static = fa3_num_splits(shape.kv_heads * m_blocks, n_sms, -(-shape.context // bn_h),
-                            m_blocks, size_one_kv_head)  # fmt: skip
+def _fa3_static(shape: DecodeShape, n_sms: int, bm: int, bn: int) -> int:
+    """FlashAttention-3's static split bound of a varlen call (the batch taken as 1, the
+    longest context ``shape.context``) over the ``bm x bn`` tile the heuristic assumes."""
+    m_blocks = -(-shape.group // bm)
+    size_one_kv_head = shape.context * 2 * shape.head_dim * 2
+    return fa3_num_splits(shape.kv_heads * m_blocks, n_sms, -(-shape.context // bn), m_blocks,
+                          size_one_kv_head)  # fmt: skip
+
+
+def _fa3_dynamic(
+    contexts: Sequence[int], shape: DecodeShape, n_sms: int, bm: int, bn: int, static: int
+) -> dict[int, int]:
+    """Each distinct context's split count in a varlen call over the ``bm x bn`` tile the
+    kernel runs (:func:`fa3_dynamic_num_splits` over the batch's tiles; 1 without splitting).
+    ``shape`` gives the heads."""
     if static == 1:
-        return 1, 1
-    bm, bn = tile
-    n_blocks = -(-shape.context // bn)
-    total = shape.batch * -(-g // bm) * n_blocks
-    return static, fa3_dynamic_num_splits(n_blocks, total, shape.kv_heads, n_sms, static)
+        return dict.fromkeys(contexts, 1)
+    m_blocks = -(-shape.group // bm)
+    total = sum(m_blocks * -(-c // bn) for c in contexts)
+    return {c: fa3_dynamic_num_splits(-(-c // bn), total, shape.kv_heads, n_sms, static)
+            for c in set(contexts)}  # fmt: skip
 
 
 def _fa3_launch(
@@ -395,7 +399,8 @@ def _fa3_launch(
 
 def _fa3_sm90(shape: DecodeShape, n_sms: int) -> LibraryLaunch:
     bm, bn, threads, stages = fa3_sm90_tile(shape.head_dim)
-    static, splits = _fa3_split_counts(shape, n_sms, (bm, bn), (bm, bn))
+    static = _fa3_static(shape, n_sms, bm, bn)
+    (splits,) = _fa3_dynamic([shape.context] * shape.batch, shape, n_sms, bm, bn, static).values()
     plan = _plan(shape, bn, splits, bm * -(-shape.group // bm), threads, stages)
     return _fa3_launch("fa3_sm90", shape, plan, static)
 
@@ -476,13 +481,11 @@ def sequence_launches(
         n_sms=n_sms, compute_capability=compute_capability,
     )  # fmt: skip
     p = batch.plan
-    splits = {c: p.num_splits for c in contexts}
-    if kind in ("fa3_sm8x", "fa3_sm90") and batch.static_splits > 1:
-        m_blocks = p.mma_m // _fa3_block_m(p)
-        total = sum(m_blocks * -(-c // p.block_n) for c in contexts)
-        static = batch.static_splits
-        splits = {c: fa3_dynamic_num_splits(-(-c // p.block_n), total, kv_heads, n_sms, static)
-                  for c in set(contexts)}  # fmt: skip
+    splits = dict.fromkeys(contexts, p.num_splits)
+    if kind in ("fa3_sm8x", "fa3_sm90"):
+        # every FlashAttention-3 tile of the sm8x table has 128 query rows
+        bm = fa3_sm90_tile(head_dim)[0] if kind == "fa3_sm90" else 128
+        splits = _fa3_dynamic(contexts, p.shape, n_sms, bm, p.block_n, batch.static_splits)
     return {c: with_context(batch, c, splits[c]) for c in sorted(set(contexts))}
 
 
@@ -508,16 +511,6 @@ def with_context(
     if launch.combine == "none" or (plan.num_splits == 1 and launch.kind != "flashdecode"):
         return LibraryLaunch(launch.kind, plan, "none", 1, launch.static_splits)
     return dataclasses.replace(launch, plan=plan)
-
-
-def _fa3_block_m(plan: SplitPlan) -> int:
-    """FlashAttention-3's query tile of a plan (its ``mma_m`` is the tile times the query
-    tiles of a KV head's packed rows)."""
-    g = plan.shape.group
-    for bm in (192, 128, 64):
-        if plan.mma_m == bm * -(-g // bm):
-            return bm
-    raise ValueError(f"mma_m={plan.mma_m} is not a FlashAttention-3 tile for G={g}")
 
 
 def library_launch_kind(library: str, config: str) -> LaunchKind:
