@@ -390,15 +390,27 @@ def flash_attention(
 
     splits = choose_num_splits(len(contexts), kv_heads, max(contexts), n_sms=arch.sm.count,
                                block_n=128)  # fmt: skip
-    merged: list[KernelTraffic] | None = None
+    parts = []
     for c, n in sorted(Counter(contexts).items()):
         ref = min(c, max(_REF_TOKENS, 128 * splits))
-        per = _attention_ref(arch, q_heads, kv_heads, head_dim, ref, splits)
-        scaled = [_requests(k, n, c / ref if i == 0 else 1.0) for i, k in enumerate(per)]
-        merged = (
-            scaled if merged is None else [_add(a, b) for a, b in zip(merged, scaled, strict=True)]
-        )
-    assert merged is not None
+        parts.append((_attention_ref(arch, q_heads, kv_heads, head_dim, ref, splits), n, c / ref))
+    return _batch_launch(parts)
+
+
+def _batch_launch(
+    parts: Sequence[tuple[Sequence[KernelTraffic], int, float]],
+) -> list[KernelTraffic]:
+    """One launch of each attention kernel for the whole batch, from ``(kernels traced for
+    one request, requests, length ratio)`` per context: the split kernel (first) scaled by
+    the ratio, the others not; a request without a later kernel adds nothing to it."""
+    merged: list[KernelTraffic] = []
+    for per, n, length in parts:
+        for i, k in enumerate(per):
+            scaled = _requests(k, n, length if i == 0 else 1.0)
+            if i < len(merged):
+                merged[i] = _add(merged[i], scaled)
+            else:
+                merged.append(scaled)
     return [dataclasses.replace(k, name=f"attention_{k.name}") for k in merged]
 
 
@@ -460,23 +472,15 @@ def _library_attention(
 
     launches = sequence_launches(kind, list(contexts), q_heads, kv_heads, head_dim,
                                  n_sms=arch.sm.count, compute_capability=cc)  # fmt: skip
-    split: KernelTraffic | None = None
-    combine: KernelTraffic | None = None
+    parts = []
     for c, n in sorted(Counter(contexts).items()):
         launch = launches[c]
         p = launch.plan
         ref = min(c, max(_REF_TOKENS, p.block_n * p.num_splits))
         if ref < c:  # the same splits over fewer tokens (ref >= block_n x splits)
             launch = with_context(launch, ref)
-        per = _library_ref(arch, launch)
-        k0 = _requests(per[0], n, c / ref)
-        split = k0 if split is None else _add(split, k0)
-        if len(per) > 1:
-            k1 = _requests(per[1], n, 1.0)
-            combine = k1 if combine is None else _add(combine, k1)
-    assert split is not None
-    out = [split] if combine is None else [split, combine]
-    return [dataclasses.replace(k, name=f"attention_{k.name}") for k in out]
+        parts.append((_library_ref(arch, launch), n, c / ref))
+    return _batch_launch(parts)
 
 
 def _requests(kt: KernelTraffic, n: int, length: float) -> KernelTraffic:
